@@ -1,0 +1,146 @@
+// The backend interface: raw device operations, nothing else. A backend knows
+// no ledger, red zone, trace or counter; core builds those on top of this for
+// every backend alike. Errors are thrown as metrale::Error with the status the
+// ABI documents and a message naming the driver call, its code and its name.
+//
+// Handles are opaque 64-bit values chosen by the backend (a CUstream, a
+// pointer to a host object, ...). Stream 0 is never used: core always passes
+// a stream it created. Every method makes the backend's device context current
+// on the calling thread by itself, and every method is thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "error.hpp"
+#include "metrale_gpu.h"
+
+namespace metrale::backend {
+
+using DevPtr = uint64_t;
+using StreamHandle = uint64_t;
+using EventHandle = uint64_t;
+using GraphHandle = uint64_t;
+using ModuleHandle = uint64_t;
+using FuncHandle = uint64_t;
+
+struct Dim3 {
+  uint32_t x, y, z;
+};
+
+struct DeviceInfo {
+  std::string name;
+  int compute_major = 0, compute_minor = 0;
+  int sm_count = 0;
+  size_t total_memory = 0;
+  int ordinal = 0;
+};
+
+// One kernel parameter as the kernel declares it.
+struct ParamInfo {
+  size_t offset;
+  size_t size;
+};
+
+// A device byte range, for the batched red-zone operations.
+struct Range {
+  DevPtr ptr;
+  size_t bytes;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual metrale_backend_t kind() const = 0;
+  virtual DeviceInfo device_info() = 0;
+  // The device's free and total memory, as the driver reports them.
+  virtual void mem_info(size_t* free_bytes, size_t* total_bytes) = 0;
+  // Makes the device context current on this thread (methods do it anyway).
+  virtual void bind_thread() = 0;
+
+  // --- memory -----------------------------------------------------------
+  // Device memory of at least `bytes`; OUT_OF_MEMORY when the device has not
+  // got it. *reserved gets what was really set aside (rounding included).
+  virtual DevPtr mem_alloc(size_t bytes, size_t* reserved) = 0;
+  virtual DevPtr mem_alloc_managed(size_t bytes, size_t* reserved) = 0;
+  // Frees what mem_alloc / mem_alloc_managed gave. A driver status meaning
+  // the context is already gone is not an error.
+  virtual void mem_free(DevPtr ptr) = 0;
+
+  virtual void* host_alloc_pinned(size_t bytes) = 0;
+  virtual void host_free_pinned(void* ptr) = 0;
+  virtual void host_register(void* ptr, size_t bytes) = 0;
+  virtual void host_unregister(void* ptr) = 0;
+  // The device address of pinned/registered host memory (interior too).
+  virtual DevPtr host_device_pointer(void* ptr) = 0;
+
+  // --- copies and memsets: enqueued on `stream`, never waited for ---------
+  virtual void copy_h2d_async(DevPtr dst, const void* src, size_t bytes, StreamHandle s) = 0;
+  virtual void copy_d2h_async(void* dst, DevPtr src, size_t bytes, StreamHandle s) = 0;
+  virtual void copy_d2d_async(DevPtr dst, DevPtr src, size_t bytes, StreamHandle s) = 0;
+  virtual void copy_2d_async(DevPtr dst, size_t dst_pitch, DevPtr src, size_t src_pitch,
+                             size_t width_bytes, size_t height, StreamHandle s) = 0;
+  virtual void memset_async(DevPtr dst, uint8_t value, size_t bytes, StreamHandle s) = 0;
+
+  // --- red-zone support: one pass over many small ranges ------------------
+  // Fills every range with `byte` and waits for it to finish.
+  virtual void pattern_fill(const Range* ranges, size_t n, uint8_t byte) = 0;
+  // mismatches[i] = how many bytes of ranges[i] differ from `byte`.
+  virtual void pattern_count(const Range* ranges, size_t n, uint8_t byte,
+                             uint32_t* mismatches) = 0;
+
+  // --- streams and events ---------------------------------------------------
+  virtual StreamHandle stream_create() = 0;  // non-blocking
+  virtual void stream_destroy(StreamHandle s) = 0;
+  virtual void stream_synchronize(StreamHandle s) = 0;
+  // Throws when the query itself fails (core then treats it as capturing).
+  virtual bool stream_is_capturing(StreamHandle s) = 0;
+  virtual EventHandle event_create(bool timing) = 0;
+  virtual void event_destroy(EventHandle e) = 0;
+  virtual void event_record(EventHandle e, StreamHandle s) = 0;
+  virtual void event_synchronize(EventHandle e) = 0;
+  virtual bool event_query(EventHandle e) = 0;  // true = complete
+  virtual float event_elapsed_ms(EventHandle start, EventHandle end) = 0;
+  virtual void stream_wait_event(StreamHandle s, EventHandle e) = 0;
+
+  // --- graphs by stream capture ---------------------------------------------
+  virtual void capture_begin(StreamHandle s) = 0;            // thread-local mode
+  virtual GraphHandle capture_end(StreamHandle s) = 0;       // instantiated
+  virtual void capture_abort(StreamHandle s) = 0;            // no-op if not capturing
+  virtual void graph_launch(GraphHandle g, StreamHandle s) = 0;
+  virtual void graph_destroy(GraphHandle g) = 0;
+
+  // --- modules and kernels ----------------------------------------------------
+  // UNSUPPORTED on the host backend.
+  virtual ModuleHandle module_load(const void* image, size_t size) = 0;
+  virtual void module_unload(ModuleHandle m) = 0;
+  // NOT_FOUND when the module has no such function.
+  virtual FuncHandle module_function(ModuleHandle m, const char* name) = 0;
+  // Host backend only (UNSUPPORTED elsewhere): adds fn to module `m`, making
+  // the module first when m is 0; returns the module. params == nullptr
+  // means the parameter sizes are unknown.
+  virtual ModuleHandle host_module_add(ModuleHandle m, const char* name,
+                                       metrale_host_kernel_fn fn, void* user,
+                                       const size_t* param_sizes, size_t nparams) = 0;
+  // The kernel's parameter layout; false when the backend cannot tell.
+  virtual bool function_params(FuncHandle f, std::vector<ParamInfo>* out) = 0;
+  virtual void launch(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
+                      StreamHandle s, void** params) = 0;
+  virtual void launch_packed(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
+                             StreamHandle s, const void* args, size_t args_bytes) = 0;
+
+  // --- faults -----------------------------------------------------------------
+  // Checks whether the device context has a sticky fault (an illegal address,
+  // say). Returns "" while healthy, else a message naming the fault.
+  virtual std::string probe_fault() = 0;
+};
+
+// Factories. Throw NO_DRIVER / NO_DEVICE / DRIVER when the backend cannot start.
+std::unique_ptr<Backend> make_host_backend();
+std::unique_ptr<Backend> make_cuda_backend(int device);
+
+}  // namespace metrale::backend
