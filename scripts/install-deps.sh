@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need on Debian/Ubuntu, when missing.
+# The CUDA toolkit is optional: without nvcc the library still builds (the
+# cuda backend then fills red zones with memsets) and runs on the host backend.
+set -euo pipefail
+need=()
+command -v meson >/dev/null || need+=(meson)
+command -v ninja >/dev/null || need+=(ninja-build)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+pkg-config --exists cmocka 2>/dev/null || need+=(libcmocka-dev)
+pkg-config --exists spdlog 2>/dev/null || need+=(libspdlog-dev)
+command -v go >/dev/null || need+=(golang-go)
+command -v cc >/dev/null || need+=(gcc g++)
+command -v python3 >/dev/null || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install-deps: installing ${need[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# Rust is needed by the Rust binding tests only; the test script skips them
+# (and says so) where cargo is absent and cannot be installed.
+if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  echo "install-deps: cargo is in $HOME/.cargo/bin (add it to PATH)"
+fi
