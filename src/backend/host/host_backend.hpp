@@ -1,0 +1,97 @@
+// The host backend: the Backend interface on host memory, for machines with
+// no GPU. Device memory is host memory (a device pointer is the host
+// address), streams run their work at once in the caller's thread, events
+// complete at once, graphs are recorded op lists and kernels are registered
+// C functions. Every method is thread-safe. The methods are defined in one
+// file per concern: host_memory.cpp, host_copies.cpp, host_streams.cpp,
+// host_graphs.cpp, host_kernels.cpp, host_device.cpp, host_backend.cpp.
+#pragma once
+
+#include <string>
+
+#include "backend/backend.hpp"
+#include "backend/host/fault_latch.hpp"
+#include "backend/host/handle_table.hpp"
+#include "backend/host/kernel_registry.hpp"
+#include "backend/host/region_map.hpp"
+#include "backend/host/stream_objects.hpp"
+
+namespace metrale::backend::host {
+
+class HostBackend final : public Backend {
+ public:
+  HostBackend();
+  ~HostBackend() override;
+
+  metrale_backend_t kind() const override { return METRALE_BACKEND_HOST; }
+  DeviceInfo device_info() override;
+  void mem_info(size_t* free_bytes, size_t* total_bytes) override;
+  void bind_thread() override {}
+
+  DevPtr mem_alloc(size_t bytes, size_t* reserved) override;
+  DevPtr mem_alloc_managed(size_t bytes, size_t* reserved) override;
+  void mem_free(DevPtr ptr) override;
+  void* host_alloc_pinned(size_t bytes) override;
+  void host_free_pinned(void* ptr) override;
+  void host_register(void* ptr, size_t bytes) override;
+  void host_unregister(void* ptr) override;
+  DevPtr host_device_pointer(void* ptr) override;
+
+  void copy_h2d_async(DevPtr dst, const void* src, size_t bytes, StreamHandle s) override;
+  void copy_d2h_async(void* dst, DevPtr src, size_t bytes, StreamHandle s) override;
+  void copy_d2d_async(DevPtr dst, DevPtr src, size_t bytes, StreamHandle s) override;
+  void copy_2d_async(DevPtr dst, size_t dst_pitch, DevPtr src, size_t src_pitch,
+                     size_t width_bytes, size_t height, StreamHandle s) override;
+  void memset_async(DevPtr dst, uint8_t value, size_t bytes, StreamHandle s) override;
+
+  void pattern_fill(const Range* ranges, size_t n, uint8_t byte) override;
+  void pattern_count(const Range* ranges, size_t n, uint8_t byte,
+                     uint32_t* mismatches) override;
+
+  StreamHandle stream_create() override;
+  void stream_destroy(StreamHandle s) override;
+  void stream_synchronize(StreamHandle s) override;
+  bool stream_is_capturing(StreamHandle s) override;
+  EventHandle event_create(bool timing) override;
+  void event_destroy(EventHandle e) override;
+  void event_record(EventHandle e, StreamHandle s) override;
+  void event_synchronize(EventHandle e) override;
+  bool event_query(EventHandle e) override;
+  float event_elapsed_ms(EventHandle start, EventHandle end) override;
+  void stream_wait_event(StreamHandle s, EventHandle e) override;
+
+  void capture_begin(StreamHandle s) override;
+  GraphHandle capture_end(StreamHandle s) override;
+  void capture_abort(StreamHandle s) override;
+  void graph_launch(GraphHandle g, StreamHandle s) override;
+  void graph_destroy(GraphHandle g) override;
+
+  ModuleHandle module_load(const void* image, size_t size) override;
+  void module_unload(ModuleHandle m) override;
+  FuncHandle module_function(ModuleHandle m, const char* name) override;
+  ModuleHandle host_module_add(ModuleHandle m, const char* name, metrale_host_kernel_fn fn,
+                               void* user, const size_t* param_sizes, size_t nparams) override;
+  bool function_params(FuncHandle f, std::vector<ParamInfo>* out) override;
+  void launch(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes, StreamHandle s,
+              void** params) override;
+  void launch_packed(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
+                     StreamHandle s, const void* args, size_t args_bytes) override;
+
+  std::string probe_fault() override { return fault_.message(); }
+
+ private:
+  DevPtr allocate_owned(size_t bytes, size_t* reserved, RegionKind kind);
+  // A live stream that may take work: not lost, handle valid.
+  std::shared_ptr<HostStream> usable_stream(StreamHandle s);
+
+  const size_t physical_memory_;
+  HandleCounter handles_;
+  FaultLatch fault_;
+  RegionMap regions_;
+  HandleTable<HostStream> streams_{"stream", &handles_};
+  HandleTable<HostEvent> events_{"event", &handles_};
+  HandleTable<HostGraph> graphs_{"graph", &handles_};
+  KernelRegistry kernels_{&handles_};
+};
+
+}  // namespace metrale::backend::host

@@ -1,0 +1,54 @@
+// Graphs by stream capture: while a stream captures, its ops are recorded
+// (HostStream::submit); ending the capture turns the list into a graph, and
+// launching the graph replays the list in order as one op of the target
+// stream (recorded as one op when that stream is itself capturing).
+#include <mutex>
+#include <utility>
+
+#include "backend/host/host_backend.hpp"
+
+namespace metrale::backend::host {
+
+void HostBackend::capture_begin(StreamHandle s) {
+  auto stream = usable_stream(s);
+  std::lock_guard<std::mutex> lock(stream->mutex);
+  if (stream->capturing) {
+    fail(METRALE_ERROR_CAPTURE, "host backend: the stream is already capturing");
+  }
+  stream->captured.clear();
+  stream->capturing = true;
+}
+
+GraphHandle HostBackend::capture_end(StreamHandle s) {
+  auto stream = usable_stream(s);
+  std::vector<StreamOp> recorded;
+  {
+    std::lock_guard<std::mutex> lock(stream->mutex);
+    if (!stream->capturing) {
+      fail(METRALE_ERROR_CAPTURE, "host backend: capture_end on a stream that is not capturing");
+    }
+    recorded.swap(stream->captured);
+    stream->capturing = false;
+  }
+  return graphs_.add(std::make_shared<HostGraph>(std::move(recorded)));
+}
+
+// Allowed on a lost context: it only drops recorded work.
+void HostBackend::capture_abort(StreamHandle s) {
+  auto stream = streams_.get(s);
+  std::vector<StreamOp> dropped;
+  std::lock_guard<std::mutex> lock(stream->mutex);
+  if (!stream->capturing) return;
+  dropped.swap(stream->captured);
+  stream->capturing = false;
+}
+
+void HostBackend::graph_launch(GraphHandle g, StreamHandle s) {
+  auto stream = usable_stream(s);
+  std::shared_ptr<const HostGraph> graph = graphs_.get(g);
+  stream->submit([graph] { graph->replay(); });
+}
+
+void HostBackend::graph_destroy(GraphHandle g) { graphs_.take(g); }
+
+}  // namespace metrale::backend::host

@@ -1,0 +1,114 @@
+// Device, managed and pinned memory are 256-byte aligned host blocks; each
+// is recorded in the region map so later device ranges can be checked.
+#include <cstdlib>
+#include <string>
+
+#include "backend/host/host_backend.hpp"
+
+namespace metrale::backend::host {
+
+namespace {
+
+// cuMemAlloc's granularity and alignment, so slack and alignment match.
+constexpr size_t kAllocAlign = 256;
+
+std::string mib(size_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MiB"; }
+
+}  // namespace
+
+DevPtr HostBackend::allocate_owned(size_t bytes, size_t* reserved, RegionKind kind) {
+  fault_.throw_if_lost();
+  const char* what = region_kind_name(kind);
+  if (bytes == 0) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         std::string("host backend: a ") + what + " allocation of 0 bytes");
+  }
+  // Overcommit would hand out far more than the machine has and kill the
+  // process on first touch; refuse what can never fit instead.
+  if (bytes > physical_memory_ || bytes > SIZE_MAX - (kAllocAlign - 1)) {
+    fail(METRALE_ERROR_OUT_OF_MEMORY,
+         std::string("host backend: cannot allocate ") + std::to_string(bytes) + " bytes of " +
+             what + " memory: the host has " + std::to_string(physical_memory_) + " bytes (" +
+             mib(physical_memory_) + ") of physical memory");
+  }
+  const size_t rounded = (bytes + kAllocAlign - 1) & ~(kAllocAlign - 1);
+  void* block = std::aligned_alloc(kAllocAlign, rounded);
+  if (block == nullptr) {
+    fail(METRALE_ERROR_OUT_OF_MEMORY, std::string("host backend: aligned_alloc of ") +
+                                          std::to_string(rounded) + " bytes of " + what +
+                                          " memory failed");
+  }
+  const auto base = reinterpret_cast<uintptr_t>(block);
+  try {
+    regions_.add_owned(base, rounded, kind);
+  } catch (...) {
+    std::free(block);
+    throw;
+  }
+  if (reserved != nullptr) *reserved = rounded;
+  return base;
+}
+
+DevPtr HostBackend::mem_alloc(size_t bytes, size_t* reserved) {
+  return allocate_owned(bytes, reserved, RegionKind::Device);
+}
+
+DevPtr HostBackend::mem_alloc_managed(size_t bytes, size_t* reserved) {
+  return allocate_owned(bytes, reserved, RegionKind::Managed);
+}
+
+// Allowed on a lost context: cleanup must work.
+void HostBackend::mem_free(DevPtr ptr) {
+  if (ptr == 0) return;
+  if (!regions_.remove(ptr, {RegionKind::Device, RegionKind::Managed})) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "host backend: mem_free of " + describe_address(ptr) +
+             " which is not the start of device or managed memory this backend allocated");
+  }
+  std::free(reinterpret_cast<void*>(ptr));
+}
+
+void* HostBackend::host_alloc_pinned(size_t bytes) {
+  return reinterpret_cast<void*>(allocate_owned(bytes, nullptr, RegionKind::Pinned));
+}
+
+void HostBackend::host_free_pinned(void* ptr) {
+  if (ptr == nullptr) return;
+  if (!regions_.remove(reinterpret_cast<uintptr_t>(ptr), {RegionKind::Pinned})) {
+    fail(METRALE_ERROR_NOT_FOUND, "host backend: host_free_pinned of " +
+                                      describe_address(reinterpret_cast<uintptr_t>(ptr)) +
+                                      " which host_alloc_pinned did not return");
+  }
+  std::free(ptr);
+}
+
+void HostBackend::host_register(void* ptr, size_t bytes) {
+  fault_.throw_if_lost();
+  if (ptr == nullptr || bytes == 0) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "host backend: host_register needs a non-NULL pointer and a non-zero size");
+  }
+  regions_.add_registered(reinterpret_cast<uintptr_t>(ptr), bytes);
+}
+
+void HostBackend::host_unregister(void* ptr) {
+  if (!regions_.remove(reinterpret_cast<uintptr_t>(ptr), {RegionKind::Registered})) {
+    fail(METRALE_ERROR_NOT_FOUND, "host backend: host_unregister of " +
+                                      describe_address(reinterpret_cast<uintptr_t>(ptr)) +
+                                      " which is not the start of a registered range");
+  }
+}
+
+DevPtr HostBackend::host_device_pointer(void* ptr) {
+  fault_.throw_if_lost();
+  Region region;
+  const auto address = reinterpret_cast<uintptr_t>(ptr);
+  if (ptr == nullptr || !regions_.find(address, &region) ||
+      (region.kind != RegionKind::Pinned && region.kind != RegionKind::Registered)) {
+    fail(METRALE_ERROR_NOT_FOUND, "host backend: " + describe_address(address) +
+                                      " is not in pinned or registered host memory");
+  }
+  return address;
+}
+
+}  // namespace metrale::backend::host

@@ -1,0 +1,85 @@
+// Streams and events. Work runs at enqueue, so by the time any call returns
+// the stream has finished everything put on it before: synchronizing waits
+// only for an op another thread is running on it right now, events are
+// complete as soon as they exist, and waiting on an event is a no-op.
+#include <chrono>
+#include <mutex>
+
+#include "backend/host/host_backend.hpp"
+
+namespace metrale::backend::host {
+
+StreamHandle HostBackend::stream_create() {
+  fault_.throw_if_lost();
+  return streams_.add(std::make_shared<HostStream>());
+}
+
+// Allowed on a lost context. A capture still open on the stream is dropped
+// with it, as destroying a capturing CUDA stream invalidates the capture.
+void HostBackend::stream_destroy(StreamHandle s) { streams_.take(s); }
+
+void HostBackend::stream_synchronize(StreamHandle s) {
+  auto stream = usable_stream(s);
+  std::lock_guard<std::mutex> lock(stream->mutex);
+  if (stream->capturing) {
+    fail(METRALE_ERROR_CAPTURE, "stream is capturing; end or abort the capture first");
+  }
+}
+
+bool HostBackend::stream_is_capturing(StreamHandle s) {
+  auto stream = usable_stream(s);
+  std::lock_guard<std::mutex> lock(stream->mutex);
+  return stream->capturing;
+}
+
+EventHandle HostBackend::event_create(bool timing) {
+  fault_.throw_if_lost();
+  return events_.add(std::make_shared<HostEvent>(timing));
+}
+
+void HostBackend::event_destroy(EventHandle e) { events_.take(e); }
+
+// Stamped when the stream reaches it: now, or at replay when captured.
+void HostBackend::event_record(EventHandle e, StreamHandle s) {
+  auto stream = usable_stream(s);
+  std::shared_ptr<HostEvent> event = events_.get(e);
+  stream->submit([event] { event->stamp(); });
+}
+
+void HostBackend::event_synchronize(EventHandle e) {
+  fault_.throw_if_lost();
+  events_.get(e);
+}
+
+bool HostBackend::event_query(EventHandle e) {
+  fault_.throw_if_lost();
+  events_.get(e);
+  return true;
+}
+
+float HostBackend::event_elapsed_ms(EventHandle start, EventHandle end) {
+  fault_.throw_if_lost();
+  std::shared_ptr<HostEvent> first = events_.get(start);
+  std::shared_ptr<HostEvent> last = events_.get(end);
+  if (!first->timing) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: elapsed_ms: the start event has timing disabled");
+  }
+  if (!last->timing) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: elapsed_ms: the end event has timing disabled");
+  }
+  std::chrono::steady_clock::time_point t0, t1;
+  if (!first->recorded_at(&t0)) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: elapsed_ms: the start event was never recorded");
+  }
+  if (!last->recorded_at(&t1)) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: elapsed_ms: the end event was never recorded");
+  }
+  return std::chrono::duration<float, std::milli>(t1 - t0).count();
+}
+
+void HostBackend::stream_wait_event(StreamHandle s, EventHandle e) {
+  usable_stream(s);
+  events_.get(e);
+}
+
+}  // namespace metrale::backend::host
