@@ -1,0 +1,309 @@
+//! Fails when include/metrale_gpu.h and src/lib.rs drift apart.
+//!
+//! Three checks: every function declared in the header is declared here and
+//! nothing else is; every enumerator and numeric #define has the same value;
+//! every struct has the same fields in the same order at the same offsets
+//! and the same size, as the system C compiler (`cc`, or $CC) lays it out.
+
+use metrale_gpu_sys::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::mem::{offset_of, size_of};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn header_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../include/metrale_gpu.h")
+}
+
+fn read(path: &PathBuf) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+fn sys_source() -> String {
+    read(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+}
+
+/// The header with comments removed, split into preprocessor lines (with
+/// continuations joined) and the remaining C text.
+fn split_header(text: &str) -> (Vec<String>, String) {
+    let mut stripped = String::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("/*") {
+            let end = after.find("*/").expect("unterminated comment");
+            stripped.push(' ');
+            rest = &after[end + 2..];
+        } else if let Some(after) = rest.strip_prefix("//") {
+            rest = after.find('\n').map_or("", |n| &after[n..]);
+        } else {
+            let c = rest.chars().next().unwrap();
+            stripped.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    let joined = stripped.replace("\\\n", " ");
+    let (mut directives, mut code) = (Vec::new(), String::new());
+    for line in joined.lines() {
+        if line.trim_start().starts_with('#') {
+            directives.push(line.trim().to_string());
+        } else {
+            code.push_str(line);
+            code.push('\n');
+        }
+    }
+    (directives, code)
+}
+
+fn is_ident_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Identifiers with their byte positions.
+fn identifiers(code: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let bytes: Vec<char> = code.chars().collect();
+    let mut i = 0;
+    let mut pos = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c.is_ascii_alphabetic() || c == '_' {
+            let start = pos;
+            while i < bytes.len() && is_ident_char(bytes[i]) {
+                pos += bytes[i].len_utf8();
+                i += 1;
+            }
+            out.push((start, &code[start..pos]));
+        } else {
+            pos += c.len_utf8();
+            i += 1;
+        }
+    }
+    out
+}
+
+fn header_functions(code: &str) -> BTreeSet<String> {
+    identifiers(code)
+        .into_iter()
+        .filter(|(pos, name)| {
+            let before = code[..*pos].trim_end();
+            let after = code[pos + name.len()..].trim_start();
+            name.starts_with("metrale_") && after.starts_with('(') && !before.ends_with('*')
+        })
+        .map(|(_, name)| name.to_string())
+        .collect()
+}
+
+fn sys_functions(src: &str) -> BTreeSet<String> {
+    src.split("pub fn ")
+        .skip(1)
+        .filter_map(|s| s.split('(').next())
+        .map(|s| s.trim().to_string())
+        .filter(|s| s.starts_with("metrale_"))
+        .collect()
+}
+
+fn parse_int(text: &str) -> Option<u64> {
+    let t = text.trim().trim_end_matches(['u', 'U', 'l', 'L']);
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => t.parse().ok(),
+    }
+}
+
+fn header_constants(directives: &[String], code: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for d in directives {
+        let mut words = d.trim_start_matches('#').split_whitespace();
+        if words.next() != Some("define") {
+            continue;
+        }
+        if let (Some(name), Some(value), None) = (words.next(), words.next(), words.next()) {
+            if let (true, Some(v)) = (name.starts_with("METRALE_") && !name.contains('('), parse_int(value)) {
+                out.insert(name.to_string(), v);
+            }
+        }
+    }
+    for item in code.split([',', '{', '}']) {
+        if let Some((name, value)) = item.split_once('=') {
+            let name = name.trim();
+            if name.starts_with("METRALE_") {
+                out.insert(name.to_string(), parse_int(value).expect("enumerator value"));
+            }
+        }
+    }
+    out
+}
+
+fn sys_constants(src: &str) -> BTreeMap<String, u64> {
+    src.lines()
+        .filter_map(|l| l.trim().strip_prefix("pub const "))
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let value = rest.split_once('=')?.1.trim().trim_end_matches(';');
+            Some((name.trim().to_string(), parse_int(value)?))
+        })
+        .collect()
+}
+
+/// typedef name -> field names in order, for every `typedef struct x {...} x_t;`.
+fn header_structs(code: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("typedef struct") {
+        rest = &rest[at + "typedef struct".len()..];
+        let semi = rest.find(';').unwrap_or(rest.len());
+        let Some(open) = rest.find('{').filter(|&o| o < semi) else { continue };
+        let close = rest.find('}').expect("struct body");
+        let body = &rest[open + 1..close];
+        let tail = &rest[close + 1..];
+        let name = tail[..tail.find(';').unwrap()].trim().to_string();
+        let mut fields = Vec::new();
+        for decl in body.split(';').map(str::trim).filter(|d| !d.is_empty()) {
+            let no_arrays: String = {
+                let mut s = String::new();
+                let mut depth = 0;
+                for c in decl.chars() {
+                    match c {
+                        '[' => depth += 1,
+                        ']' => depth -= 1,
+                        _ if depth == 0 => s.push(c),
+                        _ => {}
+                    }
+                }
+                s
+            };
+            for part in no_arrays.split(',') {
+                let ids = identifiers(part);
+                fields.push(ids.last().expect("field name").1.to_string());
+            }
+        }
+        out.insert(name, fields);
+        rest = tail;
+    }
+    out
+}
+
+struct RustLayout {
+    size: usize,
+    fields: Vec<(&'static str, usize)>,
+}
+
+macro_rules! layouts {
+    ($($ty:ident { $($field:ident),* $(,)? })*) => {{
+        let mut m = BTreeMap::new();
+        $(m.insert(stringify!($ty).to_string(), RustLayout {
+            size: size_of::<$ty>(),
+            fields: vec![$((stringify!($field), offset_of!($ty, $field))),*],
+        });)*
+        m
+    }};
+}
+
+fn rust_layouts() -> BTreeMap<String, RustLayout> {
+    layouts! {
+        metrale_dim3_t { x, y, z }
+        metrale_allocation_t { ptr, bytes, seq, file, line, kind, redzone_bytes }
+        metrale_redzone_violation_t {
+            ptr, bytes, seq, file, line, first_bad_offset, bad_bytes, expected, found
+        }
+        metrale_counters_t {
+            struct_size, launches, graph_launches, stream_syncs, h2d_copies, h2d_bytes,
+            d2h_copies, d2h_bytes, d2d_copies, d2d_bytes, memsets, memset_bytes, allocs,
+            alloc_bytes, frees, free_bytes, kernel_lookups, kernel_lookup_misses,
+            pinned_source_waits
+        }
+        metrale_device_info_t { name, compute_major, compute_minor, sm_count, total_memory, backend, ordinal }
+        metrale_trace_entry_t { kind, kernel, grid, block, shared_bytes, nargs, args }
+        metrale_kernel_audit_entry_t { module, function, found, file, line }
+        metrale_kernel_timing_t { kernel, launches, total_ms }
+        metrale_context_options_t {
+            struct_size, backend, device, redzone_bytes, redzone_min_index, checked_pointers,
+            debug_sync, launch_trace, kernel_timing, trace_capacity
+        }
+        metrale_host_kernel_call_t { grid, block, shared_bytes, params, args, args_bytes }
+    }
+}
+
+/// Compiles and runs a C program printing "type size" and "type.field offset".
+fn c_layouts(structs: &BTreeMap<String, Vec<String>>) -> BTreeMap<String, usize> {
+    let mut prog = String::from("#include <stdio.h>\n#include <stddef.h>\n#include \"metrale_gpu.h\"\nint main(void) {\n");
+    for (ty, fields) in structs {
+        prog += &format!("  printf(\"{ty} %zu\\n\", sizeof({ty}));\n");
+        for f in fields {
+            prog += &format!("  printf(\"{ty}.{f} %zu\\n\", offsetof({ty}, {f}));\n");
+        }
+    }
+    prog += "  return 0;\n}\n";
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("header_drift");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, exe) = (dir.join("layout.c"), dir.join("layout"));
+    std::fs::write(&src, prog).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let include = header_path().parent().unwrap().to_path_buf();
+    let status = Command::new(&cc)
+        .arg("-I")
+        .arg(&include)
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}` (set $CC): {e}"));
+    assert!(status.success(), "`{cc}` failed to compile the layout probe");
+    let out = Command::new(&exe).output().expect("run the layout probe");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once(' ').unwrap();
+            (k.to_string(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn functions_match_the_header() {
+    let (_, code) = split_header(&read(&header_path()));
+    let header = header_functions(&code);
+    let sys = sys_functions(&sys_source());
+    assert!(header.len() > 70, "parsed only {} functions from the header", header.len());
+    let missing: Vec<_> = header.difference(&sys).collect();
+    let extra: Vec<_> = sys.difference(&header).collect();
+    assert!(missing.is_empty(), "declared in the header, missing in metrale-gpu-sys: {missing:?}");
+    assert!(extra.is_empty(), "declared in metrale-gpu-sys, not in the header: {extra:?}");
+}
+
+#[test]
+fn constants_match_the_header() {
+    let (directives, code) = split_header(&read(&header_path()));
+    let header = header_constants(&directives, &code);
+    let sys = sys_constants(&sys_source());
+    assert!(header.len() > 30, "parsed only {} constants from the header", header.len());
+    for (name, value) in &header {
+        match sys.get(name) {
+            None => panic!("{name} = {value} is in the header but not in metrale-gpu-sys"),
+            Some(v) => assert_eq!(v, value, "{name}: header says {value}, metrale-gpu-sys says {v}"),
+        }
+    }
+}
+
+#[test]
+fn struct_layouts_match_the_c_compiler() {
+    let (_, code) = split_header(&read(&header_path()));
+    let structs = header_structs(&code);
+    let rust = rust_layouts();
+    let header_names: BTreeSet<_> = structs.keys().collect();
+    let rust_names: BTreeSet<_> = rust.keys().collect();
+    assert_eq!(header_names, rust_names, "struct sets differ (header vs metrale-gpu-sys)");
+
+    let c = c_layouts(&structs);
+    for (ty, fields) in &structs {
+        let r = &rust[ty];
+        let rust_fields: Vec<_> = r.fields.iter().map(|(f, _)| f.to_string()).collect();
+        assert_eq!(&rust_fields, fields, "{ty}: field list differs");
+        assert_eq!(r.size, c[ty], "{ty}: size_of is {} in Rust, sizeof is {} in C", r.size, c[ty]);
+        for (f, off) in &r.fields {
+            let key = format!("{ty}.{f}");
+            assert_eq!(*off, c[&key], "{key}: offset {off} in Rust, {} in C", c[&key]);
+        }
+    }
+}

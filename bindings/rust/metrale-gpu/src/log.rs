@@ -1,0 +1,79 @@
+//! The library's log lines routed into a Rust closure.
+
+use crate::error::{check, Result};
+use metrale_gpu_sys as sys;
+use std::ffi::{c_char, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{PoisonError, RwLock};
+
+/// Log levels, lowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+    Critical,
+    Off,
+}
+
+impl Level {
+    fn to_raw(self) -> sys::metrale_log_level_t {
+        self as sys::metrale_log_level_t
+    }
+    fn from_raw(raw: sys::metrale_log_level_t) -> Level {
+        match raw {
+            sys::METRALE_LOG_TRACE => Level::Trace,
+            sys::METRALE_LOG_DEBUG => Level::Debug,
+            sys::METRALE_LOG_INFO => Level::Info,
+            sys::METRALE_LOG_WARN => Level::Warn,
+            sys::METRALE_LOG_ERROR => Level::Error,
+            sys::METRALE_LOG_CRITICAL => Level::Critical,
+            _ => Level::Off,
+        }
+    }
+}
+
+type Sink = Box<dyn Fn(Level, &str) + Send + Sync>;
+
+/// Held for reading while a line is delivered, so replacing the sink waits
+/// for lines in flight and never frees a closure that is running.
+static SINK: RwLock<Option<Sink>> = RwLock::new(None);
+
+unsafe extern "C" fn trampoline(level: sys::metrale_log_level_t, message: *const c_char, _user: *mut c_void) {
+    // A panic must not unwind into C: it is caught and the line dropped.
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if message.is_null() {
+            return;
+        }
+        let text = CStr::from_ptr(message).to_string_lossy();
+        let guard = SINK.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(sink) = guard.as_ref() {
+            sink(Level::from_raw(level), &text);
+        }
+    }));
+}
+
+/// Sends every log line of the library to `f` instead of stderr. `f` may
+/// run on any thread, concurrently, and must not call this crate (the
+/// library forbids calls back into it from the callback).
+pub fn set_log_callback<F>(f: F)
+where
+    F: Fn(Level, &str) + Send + Sync + 'static,
+{
+    *SINK.write().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(f));
+    // SAFETY: the trampoline is a valid fn for the library's whole lifetime.
+    unsafe { sys::metrale_log_set_callback(Some(trampoline), std::ptr::null_mut()) };
+}
+
+/// Restores logging to stderr and drops the closure.
+pub fn clear_log_callback() {
+    unsafe { sys::metrale_log_set_callback(None, std::ptr::null_mut()) };
+    *SINK.write().unwrap_or_else(PoisonError::into_inner) = None;
+}
+
+/// Sets the level for every context (`METRALE_LOG` sets it too).
+pub fn set_log_level(level: Level) -> Result<()> {
+    check(unsafe { sys::metrale_log_set_level(level.to_raw()) })
+}
