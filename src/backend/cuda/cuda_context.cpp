@@ -1,0 +1,126 @@
+// Creation and destruction of the CUDA backend, its primary context, the
+// device queries and the fault probe.
+#include <memory>
+#include <string>
+
+#include "backend/cuda/cuda_backend.hpp"
+
+namespace metrale::backend {
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  using namespace cuda_impl;
+  const DriverApi& api = driver();  // NO_DRIVER / NO_DEVICE when it cannot start
+  int count = 0;
+  CUresult rc = api.deviceGetCount(&count);
+  if (rc != CUDA_SUCCESS)
+    fail(METRALE_ERROR_NO_DEVICE, failure_message(&api, "cuDeviceGetCount", rc),
+         static_cast<int>(rc));
+  if (count <= 0)
+    fail(METRALE_ERROR_NO_DEVICE, "the NVIDIA driver reports no CUDA device");
+  if (device < 0 || device >= count)
+    fail(METRALE_ERROR_NO_DEVICE, "CUDA device " + std::to_string(device) +
+                                      " does not exist: the driver reports " +
+                                      std::to_string(count) + " device(s), ordinals 0.." +
+                                      std::to_string(count - 1));
+  CUdevice dev = 0;
+  rc = api.deviceGet(&dev, device);
+  if (rc != CUDA_SUCCESS) throw_failure(&api, "cuDeviceGet", rc);
+  CUcontext ctx = nullptr;
+  rc = api.primaryCtxRetain(&ctx, dev);
+  if (rc != CUDA_SUCCESS) throw_failure(&api, "cuDevicePrimaryCtxRetain", rc);
+  rc = api.ctxSetCurrent(ctx);
+  if (rc != CUDA_SUCCESS) {
+    api.primaryCtxRelease(dev);
+    throw_failure(&api, "cuCtxSetCurrent", rc);
+  }
+  return std::make_unique<CudaBackend>(api, device, dev, ctx);
+}
+
+namespace cuda_impl {
+
+CudaBackend::CudaBackend(const DriverApi& api, int ordinal, CUdevice device, CUcontext context)
+    : api_(api), ordinal_(ordinal), device_(device), context_(context) {}
+
+CudaBackend::~CudaBackend() {
+  CUcontext current = nullptr;
+  if (api_.ctxGetCurrent(&current) != CUDA_SUCCESS || current != context_)
+    api_.ctxSetCurrent(context_);
+  redzone_release();
+  api_.primaryCtxRelease(device_);
+  if (faulted_.load()) {
+    // After a sticky fault nobody can use this primary context again: every
+    // call on it returns the fault, for us and for any other library that
+    // shares it. Resetting it destroys it for good, so that the next
+    // retain (a new metrale context, or the CUDA runtime) gets a fresh,
+    // working one instead of the dead one.
+    api_.primaryCtxReset(device_);
+  }
+}
+
+void CudaBackend::make_current() {
+  // Checked on every call rather than cached per thread: Go moves goroutines
+  // between OS threads, and other libraries on the same thread may set their
+  // own context in between. cuCtxGetCurrent only reads thread-local state.
+  CUcontext current = nullptr;
+  if (api_.ctxGetCurrent(&current) == CUDA_SUCCESS && current == context_) return;
+  check(api_.ctxSetCurrent(context_), "cuCtxSetCurrent");
+}
+
+void CudaBackend::check(CUresult rc, const char* function, const std::string& detail) {
+  if (rc != CUDA_SUCCESS) raise(rc, function, detail);
+}
+
+void CudaBackend::raise(CUresult rc, const char* function, const std::string& detail) {
+  if (is_sticky(rc)) faulted_.store(true);
+  throw_failure(&api_, function, rc, detail);
+}
+
+void CudaBackend::bind_thread() { make_current(); }
+
+DeviceInfo CudaBackend::device_info() {
+  make_current();
+  DeviceInfo info;
+  char name[256] = {0};
+  check(api_.deviceGetName(name, static_cast<int>(sizeof name) - 1, device_), "cuDeviceGetName");
+  info.name = name;
+  check(api_.deviceGetAttribute(&info.compute_major,
+                                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_),
+        "cuDeviceGetAttribute");
+  check(api_.deviceGetAttribute(&info.compute_minor,
+                                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_),
+        "cuDeviceGetAttribute");
+  check(api_.deviceGetAttribute(&info.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                device_),
+        "cuDeviceGetAttribute");
+  check(api_.deviceTotalMem(&info.total_memory, device_), "cuDeviceTotalMem_v2");
+  info.ordinal = ordinal_;
+  return info;
+}
+
+void CudaBackend::mem_info(size_t* free_bytes, size_t* total_bytes) {
+  make_current();
+  size_t free_b = 0, total_b = 0;
+  check(api_.memGetInfo(&free_b, &total_b), "cuMemGetInfo_v2");
+  *free_bytes = free_b;
+  *total_bytes = total_b;
+}
+
+std::string CudaBackend::probe_fault() {
+  // A sticky fault shows on the next synchronising call of the context, so
+  // wait for the whole context: whatever faulted has finished by then.
+  CUcontext current = nullptr;
+  CUresult rc = CUDA_SUCCESS;
+  if (api_.ctxGetCurrent(&current) != CUDA_SUCCESS || current != context_)
+    rc = api_.ctxSetCurrent(context_);
+  const char* function = "cuCtxSetCurrent";
+  if (rc == CUDA_SUCCESS) {
+    rc = api_.ctxSynchronize();
+    function = "cuCtxSynchronize";
+  }
+  if (!is_sticky(rc)) return std::string();
+  faulted_.store(true);
+  return "the device context has a sticky fault: " + failure_message(&api_, function, rc);
+}
+
+}  // namespace cuda_impl
+}  // namespace metrale::backend

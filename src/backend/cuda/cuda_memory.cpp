@@ -1,0 +1,109 @@
+// Device, managed and page-locked host memory.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "backend/cuda/cuda_backend.hpp"
+
+namespace metrale::backend::cuda_impl {
+namespace {
+
+// What cuMemAlloc really sets aside for a request: the driver hands out
+// device memory in pieces aligned to (at least) 512 bytes, so nothing else
+// can use the tail of a smaller request. The true granularity of the
+// driver's suballocator is not documented and may be coarser; 512 is the
+// documented-safe lower bound, used for device and managed memory alike.
+constexpr size_t kAllocGranularity = 512;
+
+size_t rounded(size_t bytes) {
+  if (bytes > SIZE_MAX - (kAllocGranularity - 1)) return bytes;
+  return (bytes + kAllocGranularity - 1) / kAllocGranularity * kAllocGranularity;
+}
+
+std::string mib(size_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+DevPtr CudaBackend::mem_alloc(size_t bytes, size_t* reserved) {
+  make_current();
+  CUdeviceptr ptr = 0;
+  CUresult rc = api_.memAlloc(&ptr, bytes);
+  if (rc != CUDA_SUCCESS) {
+    std::string detail = "requested " + std::to_string(bytes) + " bytes";
+    size_t free_b = 0, total_b = 0;
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && api_.memGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
+      detail += " (device reports " + mib(free_b) + " free of " + mib(total_b) + ")";
+    raise(rc, "cuMemAlloc_v2", detail);
+  }
+  if (reserved != nullptr) *reserved = rounded(bytes);
+  return static_cast<DevPtr>(ptr);
+}
+
+DevPtr CudaBackend::mem_alloc_managed(size_t bytes, size_t* reserved) {
+  make_current();
+  CUdeviceptr ptr = 0;
+  CUresult rc = api_.memAllocManaged(&ptr, bytes, CU_MEM_ATTACH_GLOBAL);
+  if (rc != CUDA_SUCCESS)
+    raise(rc, "cuMemAllocManaged",
+          "requested " + std::to_string(bytes) +
+              " bytes of managed memory (check system swap space: swapon --show)");
+  if (reserved != nullptr) *reserved = rounded(bytes);
+  return static_cast<DevPtr>(ptr);
+}
+
+void CudaBackend::mem_free(DevPtr ptr) {
+  if (ptr == 0) return;
+  make_current();
+  CUresult rc = api_.memFree(static_cast<CUdeviceptr>(ptr));
+  if (rc != CUDA_SUCCESS && !is_teardown_noop(rc)) {
+    char where[32];
+    std::snprintf(where, sizeof where, "ptr 0x%llx", static_cast<unsigned long long>(ptr));
+    raise(rc, "cuMemFree_v2", where);
+  }
+}
+
+void* CudaBackend::host_alloc_pinned(size_t bytes) {
+  make_current();
+  void* ptr = nullptr;
+  // DEVICEMAP: kernels may read it through host_device_pointer; PORTABLE:
+  // pinned for every context, not only ours.
+  CUresult rc =
+      api_.memHostAlloc(&ptr, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+  if (rc != CUDA_SUCCESS)
+    raise(rc, "cuMemHostAlloc", "requested " + std::to_string(bytes) + " bytes of pinned memory");
+  return ptr;
+}
+
+void CudaBackend::host_free_pinned(void* ptr) {
+  if (ptr == nullptr) return;
+  make_current();
+  CUresult rc = api_.memFreeHost(ptr);
+  if (rc != CUDA_SUCCESS && !is_teardown_noop(rc)) raise(rc, "cuMemFreeHost");
+}
+
+void CudaBackend::host_register(void* ptr, size_t bytes) {
+  make_current();
+  CUresult rc = api_.memHostRegister(ptr, bytes,
+                                     CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+  if (rc != CUDA_SUCCESS)
+    raise(rc, "cuMemHostRegister_v2", "range of " + std::to_string(bytes) + " bytes");
+}
+
+void CudaBackend::host_unregister(void* ptr) {
+  make_current();
+  CUresult rc = api_.memHostUnregister(ptr);
+  if (rc != CUDA_SUCCESS && !is_teardown_noop(rc)) raise(rc, "cuMemHostUnregister");
+}
+
+DevPtr CudaBackend::host_device_pointer(void* ptr) {
+  make_current();
+  CUdeviceptr dptr = 0;
+  check(api_.memHostGetDevicePointer(&dptr, ptr, 0), "cuMemHostGetDevicePointer_v2");
+  return static_cast<DevPtr>(dptr);
+}
+
+}  // namespace metrale::backend::cuda_impl

@@ -1,0 +1,93 @@
+// Streams and events.
+#include "backend/cuda/cuda_backend.hpp"
+
+namespace metrale::backend::cuda_impl {
+namespace {
+
+CUstream as_stream(StreamHandle s) { return reinterpret_cast<CUstream>(s); }
+CUevent as_event(EventHandle e) { return reinterpret_cast<CUevent>(e); }
+
+}  // namespace
+
+StreamHandle CudaBackend::stream_create() {
+  make_current();
+  CUstream stream = nullptr;
+  // Non-blocking: no implicit ordering with the legacy NULL stream, which
+  // other libraries on the same primary context may be using.
+  check(api_.streamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  return reinterpret_cast<StreamHandle>(stream);
+}
+
+void CudaBackend::stream_destroy(StreamHandle s) {
+  if (s == 0) return;
+  make_current();
+  CUresult rc = api_.streamDestroy(as_stream(s));
+  if (rc != CUDA_SUCCESS && !is_teardown_noop(rc)) raise(rc, "cuStreamDestroy_v2");
+}
+
+void CudaBackend::stream_synchronize(StreamHandle s) {
+  make_current();
+  check(api_.streamSynchronize(as_stream(s)), "cuStreamSynchronize");
+}
+
+bool CudaBackend::stream_is_capturing(StreamHandle s) {
+  make_current();
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(api_.streamIsCapturing(as_stream(s), &status), "cuStreamIsCapturing");
+  // An invalidated capture is still a capture until it is ended.
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+EventHandle CudaBackend::event_create(bool timing) {
+  make_current();
+  CUevent event = nullptr;
+  check(api_.eventCreate(&event, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING),
+        "cuEventCreate");
+  return reinterpret_cast<EventHandle>(event);
+}
+
+void CudaBackend::event_destroy(EventHandle e) {
+  if (e == 0) return;
+  make_current();
+  CUresult rc = api_.eventDestroy(as_event(e));
+  if (rc != CUDA_SUCCESS && !is_teardown_noop(rc)) raise(rc, "cuEventDestroy_v2");
+}
+
+void CudaBackend::event_record(EventHandle e, StreamHandle s) {
+  make_current();
+  check(api_.eventRecord(as_event(e), as_stream(s)), "cuEventRecord");
+}
+
+void CudaBackend::event_synchronize(EventHandle e) {
+  make_current();
+  check(api_.eventSynchronize(as_event(e)), "cuEventSynchronize");
+}
+
+bool CudaBackend::event_query(EventHandle e) {
+  make_current();
+  CUresult rc = api_.eventQuery(as_event(e));
+  if (rc == CUDA_SUCCESS) return true;
+  if (rc == CUDA_ERROR_NOT_READY) return false;
+  raise(rc, "cuEventQuery");
+}
+
+float CudaBackend::event_elapsed_ms(EventHandle start, EventHandle end) {
+  make_current();
+  float ms = 0.0f;
+  CUresult rc = api_.eventElapsedTime(&ms, as_event(start), as_event(end));
+  if (rc == CUDA_ERROR_NOT_READY)
+    raise(rc, "cuEventElapsedTime", "an event has not completed yet: synchronize it first");
+  if (rc == CUDA_ERROR_INVALID_HANDLE)
+    raise(rc, "cuEventElapsedTime",
+          "both events must be recorded and created with timing enabled");
+  check(rc, "cuEventElapsedTime");
+  return ms;
+}
+
+void CudaBackend::stream_wait_event(StreamHandle s, EventHandle e) {
+  make_current();
+  check(api_.streamWaitEvent(as_stream(s), as_event(e), CU_EVENT_WAIT_DEFAULT),
+        "cuStreamWaitEvent");
+}
+
+}  // namespace metrale::backend::cuda_impl
