@@ -1,0 +1,265 @@
+package metrale
+
+/*
+#include "wrappers.h"
+*/
+import "C"
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// DevPtr is a device address (a host address on the host backend).
+type DevPtr uint64
+
+// Buffer is device memory on the context's ledger. Close frees it.
+type Buffer struct {
+	ctx    *Context
+	mu     sync.RWMutex
+	ptr    DevPtr
+	size   uint64
+	closed bool
+}
+
+// Alloc allocates bytes of device memory; the ledger records the caller's
+// file and line.
+func (c *Context) Alloc(bytes uint64) (*Buffer, error) {
+	file, line := callerSite(1)
+	defer freeC(file)
+	return c.alloc(bytes, file, line, false)
+}
+
+// AllocManaged is Alloc for managed (unified) memory.
+func (c *Context) AllocManaged(bytes uint64) (*Buffer, error) {
+	file, line := callerSite(1)
+	defer freeC(file)
+	return c.alloc(bytes, file, line, true)
+}
+
+// AllocAt is Alloc with the site given, for helpers that allocate on their
+// callers' behalf (use runtime.Caller to find it).
+func (c *Context) AllocAt(bytes uint64, file string, line int) (*Buffer, error) {
+	f := C.CString(file)
+	defer freeC(f)
+	return c.alloc(bytes, f, C.int(line), false)
+}
+
+func (c *Context) alloc(bytes uint64, file *C.char, line C.int, managed bool) (*Buffer, error) {
+	var ptr C.metrale_devptr_t
+	err := c.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		if managed {
+			return result(C.mg_alloc_managed_at(&msg, raw, C.size_t(bytes), file, line, &ptr), msg)
+		}
+		return result(C.mg_alloc_at(&msg, raw, C.size_t(bytes), file, line, &ptr), msg)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Buffer{ctx: c, ptr: DevPtr(ptr), size: bytes}, nil
+}
+
+// use runs f while neither the buffer nor its context can be closed.
+func (b *Buffer) use(f func(raw *C.metrale_context_t, ptr C.metrale_devptr_t) error) error {
+	if b == nil {
+		return closedError("a nil buffer")
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return closedError("the buffer")
+	}
+	return b.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, C.metrale_devptr_t(b.ptr)) })
+}
+
+// Size is the buffer's size in bytes.
+func (b *Buffer) Size() uint64 { return b.size }
+
+// Ptr is the device address (0 after Close).
+func (b *Buffer) Ptr() DevPtr {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return 0
+	}
+	return b.ptr
+}
+
+func (b *Buffer) fits(n uint64, what string) error {
+	if n > b.size {
+		return argError("%s: %d bytes given, the buffer holds %d", what, n, b.size)
+	}
+	return nil
+}
+
+// CopyFromHost copies src to the start of the buffer (not past its end).
+func (b *Buffer) CopyFromHost(src []byte) error {
+	if err := b.fits(uint64(len(src)), "CopyFromHost"); err != nil || len(src) == 0 {
+		return err
+	}
+	return b.use(func(raw *C.metrale_context_t, ptr C.metrale_devptr_t) error {
+		var msg *C.char
+		return result(C.mg_copy_h2d(&msg, raw, unsafe.Pointer(&src[0]), C.size_t(len(src)), ptr), msg)
+	})
+}
+
+// CopyToHost fills dst from the start of the buffer.
+func (b *Buffer) CopyToHost(dst []byte) error {
+	if err := b.fits(uint64(len(dst)), "CopyToHost"); err != nil || len(dst) == 0 {
+		return err
+	}
+	return b.use(func(raw *C.metrale_context_t, ptr C.metrale_devptr_t) error {
+		var msg *C.char
+		return result(C.mg_copy_d2h(&msg, raw, ptr, unsafe.Pointer(&dst[0]), C.size_t(len(dst))), msg)
+	})
+}
+
+// CopyFromHostAsync copies src on stream; src may be reused on return.
+func (b *Buffer) CopyFromHostAsync(src []byte, s *Stream) error {
+	if err := b.fits(uint64(len(src)), "CopyFromHostAsync"); err != nil || len(src) == 0 {
+		return err
+	}
+	return s.use(b.ctx, func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
+		return b.use(func(_ *C.metrale_context_t, ptr C.metrale_devptr_t) error {
+			var msg *C.char
+			return result(C.mg_copy_h2d_async(&msg, raw, unsafe.Pointer(&src[0]), C.size_t(len(src)), ptr, st), msg)
+		})
+	})
+}
+
+// CopyToHostOnStream copies into dst on stream and waits for the stream.
+func (b *Buffer) CopyToHostOnStream(dst []byte, s *Stream) error {
+	if err := b.fits(uint64(len(dst)), "CopyToHostOnStream"); err != nil || len(dst) == 0 {
+		return err
+	}
+	return s.use(b.ctx, func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
+		return b.use(func(_ *C.metrale_context_t, ptr C.metrale_devptr_t) error {
+			var msg *C.char
+			return result(C.mg_copy_d2h_on_stream(&msg, raw, ptr, unsafe.Pointer(&dst[0]), C.size_t(len(dst)), st), msg)
+		})
+	})
+}
+
+// CopyFrom copies all of src (same context) to the start of b.
+func (b *Buffer) CopyFrom(src *Buffer) error {
+	if src == nil || src.ctx != b.ctx {
+		return argError("CopyFrom: the source is nil or from another context")
+	}
+	if err := b.fits(src.size, "CopyFrom"); err != nil {
+		return err
+	}
+	return src.use(func(_ *C.metrale_context_t, sp C.metrale_devptr_t) error {
+		return b.use(func(raw *C.metrale_context_t, dp C.metrale_devptr_t) error {
+			var msg *C.char
+			return result(C.mg_copy_d2d(&msg, raw, sp, dp, C.size_t(src.size)), msg)
+		})
+	})
+}
+
+// Memset sets every byte of the buffer to value.
+func (b *Buffer) Memset(value byte) error {
+	return b.use(func(raw *C.metrale_context_t, ptr C.metrale_devptr_t) error {
+		var msg *C.char
+		return result(C.mg_memset(&msg, raw, ptr, C.uint8_t(value), C.size_t(b.size)), msg)
+	})
+}
+
+// Close frees the buffer. A second Close, or one after the context was
+// closed (which freed it), returns nil.
+func (b *Buffer) Close() error {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	err := b.ctx.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_free(&msg, raw, C.metrale_devptr_t(b.ptr)), msg)
+	})
+	if e, ok := err.(*Error); ok && e.closed {
+		return nil
+	}
+	return err
+}
+
+// Upload copies src (plain data: numbers or structs of numbers, no Go
+// pointers) to the start of b.
+func Upload[T any](b *Buffer, src []T) error {
+	if len(src) == 0 {
+		return nil
+	}
+	n := len(src) * int(unsafe.Sizeof(src[0]))
+	return b.CopyFromHost(unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), n))
+}
+
+// Download fills dst (plain data) from the start of b.
+func Download[T any](b *Buffer, dst []T) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	n := len(dst) * int(unsafe.Sizeof(dst[0]))
+	return b.CopyToHost(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), n))
+}
+
+// PinnedBuffer is page-locked host memory.
+type PinnedBuffer struct {
+	ctx    *Context
+	mu     sync.Mutex
+	ptr    unsafe.Pointer
+	size   uint64
+	closed bool
+}
+
+// AllocPinned allocates page-locked host memory.
+func (c *Context) AllocPinned(bytes uint64) (*PinnedBuffer, error) {
+	var p unsafe.Pointer
+	err := c.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_host_alloc_pinned(&msg, raw, C.size_t(bytes), &p), msg)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &PinnedBuffer{ctx: c, ptr: p, size: bytes}, nil
+}
+
+// Bytes is the memory as a slice; nil after Close. Do not keep the slice
+// past Close (of the buffer or its context): the memory is gone then.
+func (p *PinnedBuffer) Bytes() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []byte
+	if !p.closed && p.ptr != nil {
+		_ = p.ctx.with(func(*C.metrale_context_t) error {
+			out = unsafe.Slice((*byte)(p.ptr), p.size)
+			return nil
+		})
+	}
+	return out
+}
+
+// Close frees the memory; idempotent.
+func (p *PinnedBuffer) Close() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	err := p.ctx.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_host_free_pinned(&msg, raw, p.ptr), msg)
+	})
+	if e, ok := err.(*Error); ok && e.closed {
+		return nil
+	}
+	return err
+}

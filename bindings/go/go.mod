@@ -1,0 +1,3 @@
+module metrale.dev/metrale
+
+go 1.19

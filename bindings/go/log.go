@@ -1,0 +1,72 @@
+package metrale
+
+/*
+#include "wrappers.h"
+*/
+import "C"
+
+import (
+	"runtime/cgo"
+	"sync"
+)
+
+// LogLevel is a library log level, lowest first.
+type LogLevel int
+
+const (
+	LogTrace    LogLevel = C.METRALE_LOG_TRACE
+	LogDebug    LogLevel = C.METRALE_LOG_DEBUG
+	LogInfo     LogLevel = C.METRALE_LOG_INFO
+	LogWarn     LogLevel = C.METRALE_LOG_WARN
+	LogError    LogLevel = C.METRALE_LOG_ERROR
+	LogCritical LogLevel = C.METRALE_LOG_CRITICAL
+	LogOff      LogLevel = C.METRALE_LOG_OFF
+)
+
+// SetLogLevel sets the level for every context.
+func SetLogLevel(l LogLevel) error {
+	var msg *C.char
+	return result(C.mg_log_set_level(&msg, C.metrale_log_level_t(l)), msg)
+}
+
+// The current callback's handle. A line still in flight with an older
+// handle is dropped rather than touching a deleted handle.
+var (
+	logMu     sync.RWMutex
+	logHandle cgo.Handle
+)
+
+// SetLogCallback sends every library log line to f instead of stderr; nil
+// restores stderr. f may run on any goroutine's thread, concurrently, and
+// must not call this package.
+func SetLogCallback(f func(level LogLevel, message string)) {
+	var h cgo.Handle
+	if f != nil {
+		h = cgo.NewHandle(f)
+	}
+	// The lock is not held across the C call: a line being delivered on
+	// another thread may hold the library's sink lock while it waits for ours.
+	logMu.Lock()
+	old := logHandle
+	logHandle = h
+	logMu.Unlock()
+	C.mg_log_set_handle(C.uintptr_t(h))
+	if old != 0 {
+		logMu.Lock() // waits for lines still running the old callback
+		old.Delete()
+		logMu.Unlock()
+	}
+}
+
+//export metraleGoLog
+func metraleGoLog(level C.int, message *C.char, user C.uintptr_t) {
+	logMu.RLock()
+	defer logMu.RUnlock()
+	h := cgo.Handle(user)
+	if h == 0 || h != logHandle {
+		return
+	}
+	if f, ok := h.Value().(func(LogLevel, string)); ok {
+		f(LogLevel(level), C.GoString(message))
+	}
+}

@@ -1,0 +1,292 @@
+package metrale
+
+/*
+#include "wrappers.h"
+*/
+import "C"
+
+import "sync"
+
+// Stream orders the work put on it. The default stream (DefaultStream)
+// belongs to the context: its Close does nothing.
+type Stream struct {
+	ctx    *Context
+	mu     sync.RWMutex
+	raw    *C.metrale_stream_t
+	owned  bool
+	closed bool
+}
+
+// NewStream creates a non-blocking stream.
+func (c *Context) NewStream() (*Stream, error) {
+	var s *C.metrale_stream_t
+	err := c.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_stream_create(&msg, raw, &s), msg)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{ctx: c, raw: s, owned: true}, nil
+}
+
+// DefaultStream is the context's own stream (what a nil *Stream means).
+func (c *Context) DefaultStream() (*Stream, error) {
+	var s *C.metrale_stream_t
+	err := c.with(func(raw *C.metrale_context_t) error {
+		s = C.metrale_default_stream(raw)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{ctx: c, raw: s}, nil
+}
+
+// use runs f with the context and the stream pointer; a nil *Stream is the
+// default stream of ctx.
+func (s *Stream) use(ctx *Context, f func(raw *C.metrale_context_t, st *C.metrale_stream_t) error) error {
+	if s == nil {
+		return ctx.with(func(raw *C.metrale_context_t) error { return f(raw, nil) })
+	}
+	if s.ctx != ctx {
+		return argError("the stream belongs to another context")
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return closedError("the stream")
+	}
+	return ctx.with(func(raw *C.metrale_context_t) error { return f(raw, s.raw) })
+}
+
+func (s *Stream) context() *Context {
+	if s == nil {
+		return nil
+	}
+	return s.ctx
+}
+
+// Synchronize waits for all work on the stream.
+func (s *Stream) Synchronize() error {
+	return s.use(s.context(), func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
+		var msg *C.char
+		return result(C.mg_stream_synchronize(&msg, raw, st), msg)
+	})
+}
+
+// IsCapturing reports whether a graph capture is active (a failed query,
+// a closed stream included, counts as capturing, as in C).
+func (s *Stream) IsCapturing() bool {
+	yes := true
+	_ = s.use(s.context(), func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
+		yes = C.metrale_stream_is_capturing(raw, st) != 0
+		return nil
+	})
+	return yes
+}
+
+// BeginCapture starts recording the stream's work into a graph.
+func (s *Stream) BeginCapture() error {
+	return s.use(s.context(), func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
+		var msg *C.char
+		return result(C.mg_graph_begin_capture(&msg, raw, st), msg)
+	})
+}
+
+// EndCapture ends the capture and instantiates the graph.
+func (s *Stream) EndCapture() (*Graph, error) {
+	var g *C.metrale_graph_t
+	err := s.use(s.context(), func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
+		var msg *C.char
+		return result(C.mg_graph_end_capture(&msg, raw, st, &g), msg)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Graph{ctx: s.ctx, raw: g}, nil
+}
+
+// AbortCapture drops an active capture (nil when none is active).
+func (s *Stream) AbortCapture() error {
+	return s.use(s.context(), func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
+		var msg *C.char
+		return result(C.mg_graph_abort_capture(&msg, raw, st), msg)
+	})
+}
+
+// WaitEvent makes the stream wait for the work recorded in e.
+func (s *Stream) WaitEvent(e *Event) error {
+	return e.use(s.context(), func(raw *C.metrale_context_t, ev *C.metrale_event_t) error {
+		return s.use(s.context(), func(_ *C.metrale_context_t, st *C.metrale_stream_t) error {
+			var msg *C.char
+			return result(C.mg_stream_wait_event(&msg, raw, st, ev), msg)
+		})
+	})
+}
+
+// Close destroys a stream made by NewStream; idempotent.
+func (s *Stream) Close() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if !s.owned {
+		return nil
+	}
+	return ignoreClosed(s.ctx.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_stream_destroy(&msg, raw, s.raw), msg)
+	}))
+}
+
+// ignoreClosed: closing a handle after its context is a no-op, since the
+// context's destroy already released it.
+func ignoreClosed(err error) error {
+	if e, ok := err.(*Error); ok && e.closed {
+		return nil
+	}
+	return err
+}
+
+// Event marks a point in a stream, to wait for or to time.
+type Event struct {
+	ctx    *Context
+	mu     sync.RWMutex
+	raw    *C.metrale_event_t
+	closed bool
+}
+
+// NewEvent creates an event; timing false makes it cheaper.
+func (c *Context) NewEvent(timing bool) (*Event, error) {
+	flags := C.uint(C.METRALE_EVENT_DEFAULT)
+	if !timing {
+		flags = C.METRALE_EVENT_DISABLE_TIMING
+	}
+	var e *C.metrale_event_t
+	err := c.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_event_create(&msg, raw, flags, &e), msg)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Event{ctx: c, raw: e}, nil
+}
+
+func (e *Event) use(ctx *Context, f func(raw *C.metrale_context_t, ev *C.metrale_event_t) error) error {
+	if e == nil {
+		return closedError("a nil event")
+	}
+	if ctx != nil && ctx != e.ctx {
+		return argError("the event belongs to another context")
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return closedError("the event")
+	}
+	return e.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, e.raw) })
+}
+
+// Record records the event on s (nil: the default stream).
+func (e *Event) Record(s *Stream) error {
+	return e.use(s.context(), func(raw *C.metrale_context_t, ev *C.metrale_event_t) error {
+		return s.use(e.ctx, func(_ *C.metrale_context_t, st *C.metrale_stream_t) error {
+			var msg *C.char
+			return result(C.mg_event_record(&msg, raw, ev, st), msg)
+		})
+	})
+}
+
+func (e *Event) Synchronize() error {
+	return e.use(nil, func(raw *C.metrale_context_t, ev *C.metrale_event_t) error {
+		var msg *C.char
+		return result(C.mg_event_synchronize(&msg, raw, ev), msg)
+	})
+}
+
+// Query reports whether all work before the record has completed.
+func (e *Event) Query() (bool, error) {
+	var done C.int
+	err := e.use(nil, func(raw *C.metrale_context_t, ev *C.metrale_event_t) error {
+		var msg *C.char
+		return result(C.mg_event_query(&msg, raw, ev, &done), msg)
+	})
+	return done != 0, err
+}
+
+// ElapsedMs is the time from e to end, both recorded timing events.
+func (e *Event) ElapsedMs(end *Event) (float32, error) {
+	var ms C.float
+	err := e.use(nil, func(raw *C.metrale_context_t, a *C.metrale_event_t) error {
+		return end.use(e.ctx, func(_ *C.metrale_context_t, b *C.metrale_event_t) error {
+			var msg *C.char
+			return result(C.mg_event_elapsed_ms(&msg, raw, a, b, &ms), msg)
+		})
+	})
+	return float32(ms), err
+}
+
+// Close destroys the event; idempotent.
+func (e *Event) Close() error {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	return ignoreClosed(e.ctx.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_event_destroy(&msg, raw, e.raw), msg)
+	}))
+}
+
+// Graph is work captured from a stream, replayed by Launch.
+type Graph struct {
+	ctx    *Context
+	mu     sync.RWMutex
+	raw    *C.metrale_graph_t
+	closed bool
+}
+
+// Launch replays the graph on s (nil: the default stream).
+func (g *Graph) Launch(s *Stream) error {
+	if g == nil {
+		return closedError("a nil graph")
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.closed {
+		return closedError("the graph")
+	}
+	return s.use(g.ctx, func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
+		var msg *C.char
+		return result(C.mg_graph_launch(&msg, raw, g.raw, st), msg)
+	})
+}
+
+// Close destroys the graph; idempotent.
+func (g *Graph) Close() error {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	return ignoreClosed(g.ctx.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_graph_destroy(&msg, raw, g.raw), msg)
+	}))
+}
