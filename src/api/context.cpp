@@ -1,0 +1,42 @@
+// Context lifetime and state.
+#include "api/guard.hpp"
+#include "core/options.hpp"
+
+using metrale::api::guarded;
+using metrale::api::live;
+using metrale::api::require;
+
+METRALE_API metrale_status_t metrale_context_options_init(metrale_context_options_t* opts) {
+  return guarded([&] {
+    require(opts, "opts");
+    metrale::core::default_options(opts);
+  });
+}
+
+METRALE_API metrale_status_t metrale_context_create(const metrale_context_options_t* opts,
+                                                    metrale_context_t** out) {
+  return guarded([&] {
+    require(out, "out");
+    *out = metrale_context::create(opts);
+  });
+}
+
+METRALE_API metrale_status_t metrale_context_destroy(metrale_context_t* ctx) {
+  return guarded([&] {
+    if (ctx == nullptr) return;
+    live(ctx)->destroy();
+  });
+}
+
+METRALE_API metrale_backend_t metrale_context_backend(const metrale_context_t* ctx) {
+  if (ctx == nullptr || !metrale::core::is_live_context(ctx)) return METRALE_BACKEND_AUTO;
+  return ctx->backend_kind();
+}
+
+METRALE_API metrale_status_t metrale_context_bind_thread(metrale_context_t* ctx) {
+  return guarded([&] { live(ctx)->bind_thread(); });
+}
+
+METRALE_API metrale_status_t metrale_context_fault(metrale_context_t* ctx) {
+  return guarded([&] { live(ctx)->fault_status(); });
+}

@@ -1,0 +1,57 @@
+// What every shim shares: the export macro, the thread-local message, the
+// argument checks and the exception-to-status translation.
+#pragma once
+
+#include <new>
+#include <string>
+
+#include "backend/error.hpp"
+#include "core/context.hpp"
+#include "metrale_gpu.h"
+
+#define METRALE_API extern "C" __attribute__((visibility("default")))
+
+namespace metrale::api {
+
+void set_last_error(const char* message);
+
+// Throws INVALID_ARGUMENT "<name> is NULL".
+inline void require(const void* p, const char* name) {
+  if (p == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL");
+}
+
+// NULL or a pointer that is not a live context is INVALID_ARGUMENT.
+inline metrale_context* live(metrale_context* ctx) {
+  if (ctx == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+  if (!core::is_live_context(ctx)) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT, "ctx is not a live context");
+  }
+  return ctx;
+}
+
+inline void require_nonzero(size_t n, const char* name) {
+  if (n == 0) fail(METRALE_ERROR_INVALID_ARGUMENT, std::string(name) + " is 0");
+}
+
+// Runs body; any exception becomes a status and this thread's message.
+template <class F>
+metrale_status_t guarded(F&& body) noexcept {
+  try {
+    body();
+    return METRALE_OK;
+  } catch (const Error& e) {
+    set_last_error(e.what());
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    set_last_error("out of host memory");
+    return METRALE_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    set_last_error((std::string("internal error: ") + e.what()).c_str());
+    return METRALE_ERROR_INTERNAL;
+  } catch (...) {
+    set_last_error("internal error: an unknown exception");
+    return METRALE_ERROR_INTERNAL;
+  }
+}
+
+}  // namespace metrale::api

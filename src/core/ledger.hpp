@@ -1,0 +1,92 @@
+// The allocation ledger: every live metrale_alloc / metrale_alloc_managed
+// pointer with its size, red-zone pad, creation index and caller's site.
+// Per-site totals are kept as entries come and go, so reports and the
+// out-of-memory message cost O(sites), not O(allocations).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "metrale_gpu.h"
+
+namespace metrale::core {
+
+using DevPtr = uint64_t;
+
+struct LedgerEntry {
+  size_t bytes = 0;     // as asked
+  size_t reserved = 0;  // as set aside by the backend (pad and rounding included)
+  size_t pad = 0;       // red-zone bytes after the buffer
+  uint64_t seq = 0;
+  uint32_t site = 0;
+  metrale_alloc_kind_t kind = METRALE_ALLOC_DEVICE;
+};
+
+struct SiteUsage {
+  const char* file;
+  int line;
+  uint64_t bytes;
+  uint64_t count;
+};
+
+class Ledger {
+ public:
+  Ledger();
+
+  // Records ptr with the site file:line (copied once per distinct site).
+  void record(DevPtr ptr, LedgerEntry entry, const char* file, int line);
+  // Removes the entry keyed exactly by ptr; false (nothing changed) if none.
+  bool take(DevPtr ptr, LedgerEntry* out);
+  // The entry whose [ptr, ptr+bytes) holds p; O(n), for error paths.
+  bool find_containing(DevPtr p, DevPtr* base, LedgerEntry* out) const;
+
+  const char* site_file(uint32_t site) const;
+  int site_line(uint32_t site) const;
+
+  size_t live_bytes() const;
+  size_t live_count() const;
+  size_t slack_bytes() const;
+
+  // Live entries ordered by seq, oldest first.
+  std::vector<std::pair<DevPtr, LedgerEntry>> by_seq() const;
+  // Only the entries with a red-zone pad, oldest first.
+  std::vector<std::pair<DevPtr, LedgerEntry>> padded_by_seq() const;
+  // Sites holding live memory, most bytes first.
+  std::vector<SiteUsage> sites_by_bytes() const;
+
+ private:
+  struct Site {
+    std::string file;
+    int line;
+    uint64_t live_bytes = 0;
+    uint64_t live_count = 0;
+  };
+  struct SiteKey {
+    std::string_view file;
+    int line;
+    bool operator==(const SiteKey& o) const { return line == o.line && file == o.file; }
+  };
+  struct SiteKeyHash {
+    size_t operator()(const SiteKey& k) const {
+      return std::hash<std::string_view>()(k.file) ^ (static_cast<size_t>(k.line) * 0x9e3779b97f4a7c15ull);
+    }
+  };
+
+  uint32_t site_id_locked(const char* file, int line);
+
+  mutable std::mutex mutex_;
+  std::unordered_map<DevPtr, LedgerEntry> entries_;
+  std::deque<Site> sites_;  // deque: a Site's file string never moves
+  std::unordered_map<SiteKey, uint32_t, SiteKeyHash> site_ids_;
+  size_t live_bytes_ = 0;
+  size_t slack_bytes_ = 0;
+};
+
+}  // namespace metrale::core

@@ -1,0 +1,99 @@
+// Ledger listings, the text report, and the sweep of what is still live.
+#include <cstring>
+#include <map>
+
+#include "core/context.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+
+using metrale::fail;
+using metrale::core::mib;
+using metrale::core::plural;
+
+void metrale_context::live_allocations(metrale_allocation_t* out, size_t cap,
+                                       size_t* count) const {
+  if (cap == 0) {
+    *count = ledger_.live_count();
+    return;
+  }
+  auto entries = ledger_.by_seq();
+  for (size_t i = 0; i < entries.size() && i < cap; ++i) {
+    const auto& [ptr, e] = entries[i];
+    out[i] = metrale_allocation_t{ptr,
+                                  e.bytes,
+                                  e.seq,
+                                  ledger_.site_file(e.site),
+                                  ledger_.site_line(e.site),
+                                  e.kind,
+                                  e.pad};
+  }
+  *count = entries.size();
+  if (cap < entries.size()) {
+    fail(METRALE_ERROR_BUFFER_TOO_SMALL,
+         "out holds " + std::to_string(cap) + " entries, " + std::to_string(entries.size()) +
+             " allocations are live (the first " + std::to_string(cap) + " were written)");
+  }
+}
+
+void metrale_context::alloc_report(size_t top_n, size_t min_mib, char* buf, size_t buflen,
+                                   size_t* needed) const {
+  auto sites = ledger_.sites_by_bytes();
+  std::string text = "live device memory by site (";
+  text += top_n == 0 ? std::string("all sites") : "top " + std::to_string(top_n);
+  text += ", >= " + std::to_string(min_mib) + " MiB):\n";
+  uint64_t total_bytes = 0, total_count = 0;
+  size_t shown = 0;
+  const uint64_t min_bytes = static_cast<uint64_t>(min_mib) * 1024 * 1024;
+  for (const auto& s : sites) {
+    total_bytes += s.bytes;
+    total_count += s.count;
+    if ((top_n != 0 && shown >= top_n) || s.bytes < min_bytes) continue;
+    ++shown;
+    text += "  " + mib(s.bytes) + " in " + plural(s.count, "allocation") + " at " +
+            metrale::core::site_text(s.file, s.line) + "\n";
+  }
+  text += "total: " + mib(total_bytes) + " in " + plural(total_count, "allocation") + "\n";
+  *needed = text.size() + 1;
+  if (buflen == 0) return;
+  size_t n = text.size() < buflen - 1 ? text.size() : buflen - 1;
+  std::memcpy(buf, text.data(), n);
+  buf[n] = '\0';
+  if (buflen < *needed) {
+    fail(METRALE_ERROR_BUFFER_TOO_SMALL, "buf holds " + std::to_string(buflen) +
+                                             " bytes, the report needs " +
+                                             std::to_string(*needed) + " (text truncated)");
+  }
+}
+
+size_t metrale_context::sweep() {
+  auto entries = ledger_.by_seq();
+  struct Tally {
+    uint64_t count = 0, bytes = 0;
+  };
+  std::map<uint32_t, Tally> by_site;  // site ids grow with first use: oldest site first
+  size_t swept = 0;
+  for (const auto& [ptr, e] : entries) {
+    metrale::core::LedgerEntry taken;
+    if (!ledger_.take(ptr, &taken)) continue;  // freed meanwhile by another thread
+    ++swept;
+    if (bounds_) bounds_->remove(ptr);
+    Tally& t = by_site[e.site];
+    t.count += 1;
+    t.bytes += e.bytes;
+    metrale::core::Counters::bump(counters_.frees);
+    metrale::core::Counters::bump(counters_.free_bytes, e.bytes);
+    // On a lost context the free may fail too; the entry is gone either way.
+    try {
+      device([&] { backend_->mem_free(ptr); });
+    } catch (const std::exception& ex) {
+      metrale::core::log().debug("sweep: freeing {} failed: {}", metrale::core::hex(ptr),
+                                 ex.what());
+    }
+  }
+  for (const auto& [site, t] : by_site) {
+    metrale::core::log().warn("{} ({}) from {}:{} still live at sweep",
+                              plural(t.count, "allocation"), mib(t.bytes),
+                              ledger_.site_file(site), ledger_.site_line(site));
+  }
+  return swept;
+}

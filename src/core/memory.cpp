@@ -1,0 +1,227 @@
+// alloc / free on the ledger, arenas, and pinned host memory.
+#include <limits>
+
+#include "core/context.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+
+using metrale::Error;
+using metrale::fail;
+using metrale::core::hex;
+using metrale::core::mib;
+
+namespace {
+
+constexpr size_t kLargeAlloc = 32ull * 1024 * 1024;
+
+}  // namespace
+
+metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, int line,
+                                               metrale_alloc_kind_t kind) {
+  fault_.check();
+  if (file == nullptr) file = "<unknown>";
+  const bool managed = kind == METRALE_ALLOC_MANAGED;
+  uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed);
+  size_t pad = (!managed && seq >= opts_.redzone_min_index) ? opts_.redzone_bytes : 0;
+  if (bytes > std::numeric_limits<size_t>::max() - pad) {
+    fail(METRALE_ERROR_OUT_OF_MEMORY, "out of device memory: asked " + std::to_string(bytes) +
+                                          " bytes plus a " + std::to_string(pad) +
+                                          "-byte red zone at " +
+                                          metrale::core::site_text(file, line) +
+                                          ", more than the address space holds");
+  }
+  size_t reserved = 0;
+  DevPtr ptr = 0;
+  try {
+    ptr = device([&] {
+      return managed ? backend_->mem_alloc_managed(bytes, &reserved)
+                     : backend_->mem_alloc(bytes + pad, &reserved);
+    });
+  } catch (const Error& e) {
+    if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
+    size_t free_b = 0, total = 0;
+    try {
+      backend_->mem_info(&free_b, &total);
+    } catch (...) {
+      // The message goes out with zeros rather than not at all.
+    }
+    std::string msg = "out of " + std::string(managed ? "managed" : "device") + " memory: asked " +
+                      std::to_string(bytes) + " bytes (" + mib(bytes) + ") at " +
+                      metrale::core::site_text(file, line) + "; device free " + mib(free_b) +
+                      " of " + metrale::core::gib(total);
+    auto sites = ledger_.sites_by_bytes();
+    if (!sites.empty()) {
+      msg += "; most held by: ";
+      for (size_t i = 0; i < sites.size() && i < 3; ++i) {
+        if (i > 0) msg += ", ";
+        msg += metrale::core::site_text(sites[i].file, sites[i].line) + " (" +
+               mib(sites[i].bytes) + " in " + metrale::core::plural(sites[i].count, "allocation") +
+               ")";
+      }
+    }
+    msg += "; driver: " + std::string(e.what());
+    throw Error(METRALE_ERROR_OUT_OF_MEMORY, msg, e.driver_code());
+  }
+  if (reserved < bytes + pad) reserved = bytes + pad;  // a backend that reports less
+  if (pad > 0) {
+    metrale::backend::Range zone{ptr + bytes, pad};
+    try {
+      device([&] { backend_->pattern_fill(&zone, 1, METRALE_REDZONE_PATTERN); });
+    } catch (...) {
+      try {
+        backend_->mem_free(ptr);
+      } catch (...) {
+        // The fill's error is the one the caller needs.
+      }
+      throw;
+    }
+  }
+  metrale::core::LedgerEntry entry;
+  entry.bytes = bytes;
+  entry.reserved = reserved;
+  entry.pad = pad;
+  entry.seq = seq;
+  entry.kind = kind;
+  ledger_.record(ptr, entry, file, line);
+  if (bounds_) bounds_->add(ptr, {bytes, file, line});
+  metrale::core::Counters::bump(counters_.allocs);
+  metrale::core::Counters::bump(counters_.alloc_bytes, bytes);
+  if (bytes >= kLargeAlloc) {
+    metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", mib(bytes), file, line,
+                               hex(ptr));
+  }
+  return ptr;
+}
+
+void metrale_context::free(DevPtr ptr) {
+  fault_.check();
+  if (ptr == 0) return;
+  metrale::core::LedgerEntry e;
+  if (!ledger_.take(ptr, &e)) {
+    DevPtr base = 0;
+    if (ledger_.find_containing(ptr, &base, &e)) {
+      fail(METRALE_ERROR_INVALID_ARGUMENT,
+           hex(ptr) + " is inside the allocation " + hex(base) + " (" + std::to_string(e.bytes) +
+               " bytes) from " +
+               metrale::core::site_text(ledger_.site_file(e.site), ledger_.site_line(e.site)) +
+               "; free that pointer");
+    }
+    fail(METRALE_ERROR_NOT_FOUND, hex(ptr) + " is not a live allocation of this context "
+                                             "(never allocated here, or already freed)");
+  }
+  if (bounds_) bounds_->remove(ptr);
+  metrale::core::Counters::bump(counters_.frees);
+  metrale::core::Counters::bump(counters_.free_bytes, e.bytes);
+  device([&] { backend_->mem_free(ptr); });
+}
+
+metrale_context::DevPtr metrale_context::alloc_arena(size_t bytes) {
+  fault_.check();
+  size_t reserved = 0;
+  DevPtr ptr = device([&] { return backend_->mem_alloc(bytes, &reserved); });
+  {
+    std::lock_guard<std::mutex> lock(arenas_mutex_);
+    arenas_[ptr] = bytes;
+  }
+  if (bounds_) bounds_->add(ptr, {bytes, "an arena (metrale_alloc_arena)", 0});
+  return ptr;
+}
+
+void metrale_context::free_arena(DevPtr ptr) {
+  fault_.check();
+  if (ptr == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(arenas_mutex_);
+    auto it = arenas_.find(ptr);
+    if (it == arenas_.end()) {
+      fail(METRALE_ERROR_NOT_FOUND,
+           hex(ptr) + " is not an arena of this context (never allocated by "
+                      "metrale_alloc_arena here, or already freed)");
+    }
+    arenas_.erase(it);
+  }
+  if (bounds_) bounds_->remove(ptr);
+  device([&] { backend_->mem_free(ptr); });
+}
+
+void* metrale_context::host_alloc_pinned(size_t bytes) {
+  fault_.check();
+  void* p = device([&] { return backend_->host_alloc_pinned(bytes); });
+  try {
+    pinned_.add(p, bytes, metrale::core::PinKind::Allocated);
+    if (bounds_) {
+      DevPtr d = device([&] { return backend_->host_device_pointer(p); });
+      bounds_->add(d, {bytes, "pinned host memory", 0});
+    }
+  } catch (...) {
+    try {
+      backend_->host_free_pinned(p);
+    } catch (...) {
+      // The first error is the one worth reporting.
+    }
+    throw;
+  }
+  if (bytes >= kLargeAlloc) metrale::core::log().debug("host_alloc_pinned {}", mib(bytes));
+  return p;
+}
+
+void metrale_context::host_free_pinned(void* ptr) {
+  fault_.check();
+  if (ptr == nullptr) return;
+  pinned_.remove(ptr, metrale::core::PinKind::Allocated);
+  if (bounds_) {
+    try {
+      bounds_->remove(backend_->host_device_pointer(ptr));
+    } catch (...) {
+      // Without a mapping there is nothing in the index to remove.
+    }
+  }
+  device([&] { backend_->host_free_pinned(ptr); });
+}
+
+void metrale_context::host_register(void* ptr, size_t bytes) {
+  fault_.check();
+  // Reserve the range first, so two threads cannot register overlapping ranges.
+  pinned_.add(ptr, bytes, metrale::core::PinKind::Registered);
+  try {
+    device([&] { backend_->host_register(ptr, bytes); });
+    if (bounds_) {
+      DevPtr d = device([&] { return backend_->host_device_pointer(ptr); });
+      bounds_->add(d, {bytes, "registered host memory", 0});
+    }
+  } catch (...) {
+    pinned_.remove(ptr, metrale::core::PinKind::Registered);
+    throw;
+  }
+}
+
+void metrale_context::host_unregister(void* ptr) {
+  fault_.check();
+  pinned_.remove(ptr, metrale::core::PinKind::Registered);
+  if (bounds_) {
+    try {
+      bounds_->remove(backend_->host_device_pointer(ptr));
+    } catch (...) {
+      // Without a mapping there is nothing in the index to remove.
+    }
+  }
+  device([&] { backend_->host_unregister(ptr); });
+}
+
+bool metrale_context::host_is_pinned(const void* ptr, size_t bytes) const {
+  metrale::core::PinnedRange r;
+  return pinned_.find(ptr, bytes, &r);
+}
+
+metrale_context::DevPtr metrale_context::host_device_pointer(void* ptr) {
+  fault_.check();
+  metrale::core::PinnedRange r;
+  if (!pinned_.find(ptr, 1, &r)) {
+    fail(METRALE_ERROR_NOT_FOUND,
+         hex(reinterpret_cast<uintptr_t>(ptr)) +
+             " is not in host memory pinned or registered by this context");
+  }
+  void* base = reinterpret_cast<void*>(r.base);
+  DevPtr d = device([&] { return backend_->host_device_pointer(base); });
+  return d + (reinterpret_cast<uintptr_t>(ptr) - r.base);
+}

@@ -1,0 +1,108 @@
+#include "core/modules.hpp"
+
+#include "backend/error.hpp"
+
+namespace metrale::core {
+
+void Modules::load(const std::string& name, const void* image, size_t size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (modules_.count(name) != 0) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "a module named '" + name + "' is already loaded in this context");
+  }
+  Module m;
+  m.handle = backend_.module_load(image, size);
+  modules_.emplace(name, std::move(m));
+}
+
+void Modules::unload(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = modules_.find(name);
+  if (it == modules_.end()) fail(METRALE_ERROR_NOT_FOUND, "no module named '" + name + "'");
+  Module m = std::move(it->second);
+  modules_.erase(it);
+  for (metrale_kernel* k : m.kernels) k->stale.store(true);
+  backend_.module_unload(m.handle);
+}
+
+bool Modules::has(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return modules_.count(name) != 0;
+}
+
+metrale_kernel* Modules::kernel(metrale_context* owner, const std::string& module,
+                                const std::string& func, const char* file, int line) {
+  std::string key = module;
+  key.push_back('\0');
+  key += func;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto hit = cache_.find(key);
+  if (hit != cache_.end() && !hit->second->stale.load()) return hit->second;
+
+  auto mod = modules_.find(module);
+  if (mod == modules_.end()) {
+    fail(METRALE_ERROR_NOT_FOUND, "kernel lookup " + module + "::" + func +
+                                      ": no module named '" + module + "' in this context");
+  }
+  backend::FuncHandle f;
+  try {
+    f = backend_.module_function(mod->second.handle, func.c_str());
+  } catch (const Error& e) {
+    throw Error(e.status(), "kernel lookup " + module + "::" + func + ": " + e.what(),
+                e.driver_code());
+  }
+  kernels_.push_back(std::make_unique<metrale_kernel>());
+  metrale_kernel* k = kernels_.back().get();
+  k->owner = owner;
+  k->func = f;
+  k->name = strings_.intern(module + "::" + func);
+  k->site = strings_.intern(std::string(file) + ":" + std::to_string(line));
+  k->layout_known = backend_.function_params(f, &k->params);
+  if (k->layout_known && !k->params.empty()) {
+    k->params_bytes = k->params.back().offset + k->params.back().size;
+  }
+  mod->second.kernels.push_back(k);
+  cache_[key] = k;
+  return k;
+}
+
+void Modules::register_host(const std::string& module, const std::string& func,
+                            metrale_host_kernel_fn fn, void* user, const size_t* param_sizes,
+                            size_t nparams) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = modules_.find(module);
+  if (it == modules_.end()) {
+    Module m;
+    m.host = true;
+    m.handle = backend_.host_module_add(0, func.c_str(), fn, user, param_sizes, nparams);
+    m.host_functions.insert(func);
+    modules_.emplace(module, std::move(m));
+    return;
+  }
+  Module& m = it->second;
+  if (!m.host) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "module '" + module + "' was loaded from an image; host kernels need a module of their own");
+  }
+  if (m.host_functions.count(func) != 0) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "module '" + module + "' already has a function named '" + func + "'");
+  }
+  backend_.host_module_add(m.handle, func.c_str(), fn, user, param_sizes, nparams);
+  m.host_functions.insert(func);
+}
+
+void Modules::unload_all() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& kv : modules_) {
+    for (metrale_kernel* k : kv.second.kernels) k->stale.store(true);
+    try {
+      backend_.module_unload(kv.second.handle);
+    } catch (...) {
+      // Teardown goes on: the context is going away either way.
+    }
+  }
+  modules_.clear();
+}
+
+}  // namespace metrale::core

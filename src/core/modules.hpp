@@ -1,0 +1,66 @@
+// Modules by name (loaded images or host-registered functions) and the
+// kernel cache: one metrale_kernel per module::function, owned here until
+// the context is destroyed.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/intern.hpp"
+
+struct metrale_context;
+
+struct metrale_kernel {
+  metrale_context* owner = nullptr;
+  std::atomic<bool> stale{false};  // its module was unloaded
+  metrale::backend::FuncHandle func = 0;
+  const char* name = nullptr;  // "module::function", interned
+  bool layout_known = false;
+  std::vector<metrale::backend::ParamInfo> params;
+  size_t params_bytes = 0;      // last.offset + last.size
+  const char* site = nullptr;   // "file:line" of the lookup that made it, interned
+};
+
+namespace metrale::core {
+
+class Modules {
+ public:
+  Modules(backend::Backend& b, InternTable& strings) : backend_(b), strings_(strings) {}
+
+  void load(const std::string& name, const void* image, size_t size);
+  void unload(const std::string& name);
+  bool has(const std::string& name) const;
+  // NOT_FOUND for an unknown module or function.
+  metrale_kernel* kernel(metrale_context* owner, const std::string& module,
+                         const std::string& func, const char* file, int line);
+  void register_host(const std::string& module, const std::string& func,
+                     metrale_host_kernel_fn fn, void* user, const size_t* param_sizes,
+                     size_t nparams);
+  // Context teardown: unloads every module, errors ignored.
+  void unload_all() noexcept;
+
+ private:
+  struct Module {
+    backend::ModuleHandle handle = 0;
+    bool host = false;
+    std::set<std::string> host_functions;
+    std::vector<metrale_kernel*> kernels;
+  };
+
+  backend::Backend& backend_;
+  InternTable& strings_;
+  mutable std::mutex mutex_;
+  std::map<std::string, Module> modules_;
+  std::unordered_map<std::string, metrale_kernel*> cache_;  // "module\0function"
+  std::deque<std::unique_ptr<metrale_kernel>> kernels_;
+};
+
+}  // namespace metrale::core

@@ -1,0 +1,95 @@
+// Red-zone scan and poison: one batched backend pass over every pad, and a
+// host copy only of the pads that came back dirty.
+#include <cstdio>
+#include <vector>
+
+#include "core/context.hpp"
+#include "core/format.hpp"
+
+using metrale::fail;
+using metrale::backend::Range;
+
+namespace {
+
+std::string byte_hex(uint8_t b) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02x", b);
+  return buf;
+}
+
+}  // namespace
+
+void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap, size_t* count) {
+  fault_.check();
+  auto padded = ledger_.padded_by_seq();
+  if (padded.empty()) {
+    *count = 0;
+    return;
+  }
+  std::vector<Range> zones;
+  zones.reserve(padded.size());
+  for (const auto& [ptr, e] : padded) zones.push_back(Range{ptr + e.bytes, e.pad});
+  std::vector<uint32_t> mismatches(zones.size(), 0);
+  device([&] {
+    backend_->pattern_count(zones.data(), zones.size(), METRALE_REDZONE_PATTERN,
+                            mismatches.data());
+  });
+
+  std::vector<metrale_redzone_violation_t> found;
+  std::vector<uint8_t> pad_bytes;
+  for (size_t i = 0; i < zones.size(); ++i) {
+    if (mismatches[i] == 0) continue;
+    const auto& [ptr, e] = padded[i];
+    pad_bytes.assign(e.pad, 0);
+    device([&] {
+      backend_->copy_d2h_async(pad_bytes.data(), zones[i].ptr, e.pad, default_stream_->handle);
+    });
+    sync(default_stream_->handle, "red-zone scan");
+    metrale_redzone_violation_t v{};
+    v.ptr = ptr;
+    v.bytes = e.bytes;
+    v.seq = e.seq;
+    v.file = ledger_.site_file(e.site);
+    v.line = ledger_.site_line(e.site);
+    v.expected = METRALE_REDZONE_PATTERN;
+    bool first = true;
+    for (size_t off = 0; off < e.pad; ++off) {
+      if (pad_bytes[off] == METRALE_REDZONE_PATTERN) continue;
+      if (first) {
+        v.first_bad_offset = off;
+        v.found = pad_bytes[off];
+        first = false;
+      }
+      ++v.bad_bytes;
+    }
+    // The pad changed back between the two looks; count what the device saw.
+    if (first) v.bad_bytes = mismatches[i];
+    found.push_back(v);
+  }
+  for (size_t i = 0; i < found.size() && i < cap; ++i) out[i] = found[i];
+  *count = found.size();
+  if (!found.empty()) {
+    const auto& v = found.front();
+    fail(METRALE_ERROR_REDZONE_CORRUPTED,
+         metrale::core::plural(found.size(), "red-zone pad") + " overwritten; first: " +
+             metrale::core::hex(v.ptr) + " (" + std::to_string(v.bytes) + " bytes, seq " +
+             std::to_string(v.seq) + ") from " + metrale::core::site_text(v.file, v.line) +
+             ": " + std::to_string(v.bad_bytes) + " bad bytes, the first at offset " +
+             std::to_string(v.first_bad_offset) + " past the end (expected " +
+             byte_hex(v.expected) + ", found " + byte_hex(v.found) + ")");
+  }
+}
+
+void metrale_context::redzone_poison(uint64_t lo, uint64_t hi) {
+  if (lo > hi) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "lo (" + std::to_string(lo) + ") is greater than hi (" + std::to_string(hi) + ")");
+  }
+  fault_.check();
+  std::vector<Range> zones;
+  for (const auto& [ptr, e] : ledger_.padded_by_seq()) {
+    if (e.seq >= lo && e.seq < hi) zones.push_back(Range{ptr + e.bytes, e.pad});
+  }
+  if (zones.empty()) return;
+  device([&] { backend_->pattern_fill(zones.data(), zones.size(), METRALE_REDZONE_PATTERN); });
+}

@@ -1,0 +1,80 @@
+// Counters (relaxed atomics), the launch trace and kernel audit rings, and
+// per-kernel timing totals.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "metrale_gpu.h"
+
+namespace metrale::core {
+
+struct Counters {
+  std::atomic<uint64_t> launches{0}, graph_launches{0}, stream_syncs{0};
+  std::atomic<uint64_t> h2d_copies{0}, h2d_bytes{0}, d2h_copies{0}, d2h_bytes{0};
+  std::atomic<uint64_t> d2d_copies{0}, d2d_bytes{0}, memsets{0}, memset_bytes{0};
+  std::atomic<uint64_t> allocs{0}, alloc_bytes{0}, frees{0}, free_bytes{0};
+  std::atomic<uint64_t> kernel_lookups{0}, kernel_lookup_misses{0}, pinned_source_waits{0};
+
+  static void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.fetch_add(n, std::memory_order_relaxed);
+  }
+  void snapshot(metrale_counters_t* out) const;
+  void reset();
+};
+
+// A bounded ring keeping the newest `capacity` entries.
+template <class T>
+class Ring {
+ public:
+  explicit Ring(size_t capacity) : capacity_(capacity) {}
+
+  void push(const T& e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capacity_ == 0) return;
+    if (items_.size() < capacity_) {
+      items_.push_back(e);
+    } else {
+      items_[head_] = e;
+      head_ = (head_ + 1) % capacity_;
+    }
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    items_.clear();
+    head_ = 0;
+  }
+  // Copies up to cap entries, oldest first; returns how many are held.
+  size_t read(T* out, size_t cap) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t n = items_.size();
+    for (size_t i = 0; i < n && i < cap; ++i) out[i] = items_[(head_ + i) % n];
+    return n;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  size_t capacity_;
+  std::vector<T> items_;
+  size_t head_ = 0;  // the oldest entry once the ring is full
+};
+
+// Launch counts and resolved milliseconds per kernel, in first-launch order.
+class TimingTable {
+ public:
+  // The row for `kernel` (made on its first launch), its launches bumped.
+  size_t count_launch(const void* kernel, const char* name);
+  void add_ms(size_t row, double ms);
+  size_t read(metrale_kernel_timing_t* out, size_t cap) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<metrale_kernel_timing_t> rows_;
+  std::unordered_map<const void*, size_t> row_of_;
+};
+
+}  // namespace metrale::core
