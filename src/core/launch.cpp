@@ -112,15 +112,14 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
 
   const std::string what = std::string("launch of ") + kern->name + " (looked up at " +
                            kern->site + ") failed: ";
+  // Not through device(): the latch must get the message naming the kernel.
   try {
-    device([&] {
-      if (packed) {
-        backend_->launch_packed(kern->func, dim(grid), dim(block), shared, st->handle, args,
-                                args_bytes);
-      } else {
-        backend_->launch(kern->func, dim(grid), dim(block), shared, st->handle, params);
-      }
-    });
+    if (packed) {
+      backend_->launch_packed(kern->func, dim(grid), dim(block), shared, st->handle, args,
+                              args_bytes);
+    } else {
+      backend_->launch(kern->func, dim(grid), dim(block), shared, st->handle, params);
+    }
   } catch (const Error& e) {
     if (timed) {
       std::lock_guard<std::mutex> lock(timing_mutex_);

@@ -84,7 +84,7 @@ void metrale_context::event_synchronize(metrale_event* e) {
   fault_.check();
   metrale_event* ev = event_of(e, "event");
   try {
-    device([&] { backend_->event_synchronize(ev->handle); });
+    backend_->event_synchronize(ev->handle);
   } catch (const Error& err) {
     fail_after_probe(err, "event synchronize: ");
   }
@@ -165,7 +165,7 @@ void metrale_context::graph_launch(metrale_graph* g, metrale_stream* s) {
   metrale_graph* gr = graph_of(g);
   metrale_stream* st = stream_of(s);
   try {
-    device([&] { backend_->graph_launch(gr->handle, st->handle); });
+    backend_->graph_launch(gr->handle, st->handle);
   } catch (const Error& e) {
     fail_after_probe(e, "graph launch: ");
   }
