@@ -9,11 +9,10 @@
 static const metrale_dim3_t ONE = {1, 1, 1};
 
 /* Launches illegal_write and waits; returns the first non-OK status. */
-static metrale_status_t provoke_fault(metrale_context_t* ctx) {
+static metrale_status_t provoke_fault(metrale_context_t* ctx, metrale_kernel_t* illegal) {
   uint64_t addr = 0x10;
   void* params[] = {&addr};
-  metrale_status_t s = metrale_launch(ctx, mt_kernel(ctx, "illegal_write"), ONE, ONE, 0, NULL,
-                                      params);
+  metrale_status_t s = metrale_launch(ctx, illegal, ONE, ONE, 0, NULL, params);
   if (s != METRALE_OK) return s;
   return metrale_stream_synchronize(ctx, NULL);
 }
@@ -22,12 +21,15 @@ static void fault_latches_and_is_reported(void** state) {
   (void)state;
   metrale_context_t* ctx = mt_open(NULL);
   mt_load_kernels(ctx);
+  /* Looked up while healthy: a lookup may itself be refused once lost. */
+  metrale_kernel_t* illegal = mt_kernel(ctx, "illegal_write");
+  metrale_kernel_t* empty = mt_kernel(ctx, "empty_kernel");
   metrale_devptr_t p = 0;
   MT_OK(metrale_alloc_at(ctx, 256, "before_fault.c", 1, &p));
   mt_ledger_t before = mt_ledger(ctx);
   MT_OK(metrale_context_fault(ctx));
 
-  MT_STATUS(provoke_fault(ctx), METRALE_ERROR_CONTEXT_LOST);
+  MT_STATUS(provoke_fault(ctx, illegal), METRALE_ERROR_CONTEXT_LOST);
   MT_STATUS(metrale_context_fault(ctx), METRALE_ERROR_CONTEXT_LOST);
   char first[1024];
   snprintf(first, sizeof first, "%s", metrale_last_error_message());
@@ -46,7 +48,7 @@ static void fault_latches_and_is_reported(void** state) {
   MT_STATUS(metrale_stream_synchronize(ctx, NULL), METRALE_ERROR_CONTEXT_LOST);
   metrale_stream_t* s = NULL;
   MT_STATUS(metrale_stream_create(ctx, &s), METRALE_ERROR_CONTEXT_LOST);
-  MT_STATUS(metrale_launch(ctx, mt_kernel(ctx, "empty_kernel"), ONE, ONE, 0, NULL, NULL),
+  MT_STATUS(metrale_launch(ctx, empty, ONE, ONE, 0, NULL, NULL),
             METRALE_ERROR_CONTEXT_LOST);
 
   /* Host-side queries still answer. */
@@ -81,12 +83,13 @@ static void later_errors_name_the_first_fault(void** state) {
   (void)state;
   metrale_context_t* ctx = mt_open(NULL);
   mt_load_kernels(ctx);
-  MT_STATUS(provoke_fault(ctx), METRALE_ERROR_CONTEXT_LOST);
+  metrale_kernel_t* illegal = mt_kernel(ctx, "illegal_write");
+  MT_STATUS(provoke_fault(ctx, illegal), METRALE_ERROR_CONTEXT_LOST);
   MT_STATUS(metrale_context_fault(ctx), METRALE_ERROR_CONTEXT_LOST);
   char first[1024];
   snprintf(first, sizeof first, "%s", metrale_last_error_message());
   /* A second fault does not replace the first. */
-  metrale_status_t again = provoke_fault(ctx);
+  metrale_status_t again = provoke_fault(ctx, illegal);
   assert_int_equal(again, METRALE_ERROR_CONTEXT_LOST);
   MT_STATUS(metrale_context_fault(ctx), METRALE_ERROR_CONTEXT_LOST);
   assert_string_equal(metrale_last_error_message(), first);
@@ -110,7 +113,7 @@ static void other_contexts_are_unaffected_on_host(void** state) {
   mt_require_host(bad);
   metrale_context_t* good = mt_open(NULL);
   mt_load_kernels(bad);
-  MT_STATUS(provoke_fault(bad), METRALE_ERROR_CONTEXT_LOST);
+  MT_STATUS(provoke_fault(bad, mt_kernel(bad, "illegal_write")), METRALE_ERROR_CONTEXT_LOST);
   MT_OK(metrale_context_fault(good));
   metrale_devptr_t p = 0;
   MT_OK(metrale_alloc(good, 64, &p));
