@@ -1,12 +1,25 @@
 #include "core/ledger.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace metrale::core {
 
 Ledger::Ledger() { entries_.reserve(4096); }
 
 uint32_t Ledger::site_id_locked(const char* file, int line) {
+  size_t slot = (reinterpret_cast<uintptr_t>(file) >> 3 ^ static_cast<size_t>(line) * 31) %
+                kSiteCacheSlots;
+  SiteCacheSlot& c = site_cache_[slot];
+  if (c.file == file && c.line == line && std::strcmp(file, sites_[c.id].file.c_str()) == 0) {
+    return c.id;
+  }
+  uint32_t id = site_id_by_text(file, line);
+  c = SiteCacheSlot{file, line, id};
+  return id;
+}
+
+uint32_t Ledger::site_id_by_text(const char* file, int line) {
   auto it = site_ids_.find(SiteKey{file, line});
   if (it != site_ids_.end()) return it->second;
   sites_.push_back(Site{file, line});

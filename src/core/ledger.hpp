@@ -80,8 +80,19 @@ class Ledger {
   };
 
   uint32_t site_id_locked(const char* file, int line);
+  uint32_t site_id_by_text(const char* file, int line);
+
+  // Recent (file pointer, line) pairs; a hit is confirmed by comparing the
+  // text, so a caller reusing a buffer for another name is still right.
+  struct SiteCacheSlot {
+    const char* file = nullptr;
+    int line = 0;
+    uint32_t id = 0;
+  };
+  static constexpr size_t kSiteCacheSlots = 64;
 
   mutable std::mutex mutex_;
+  SiteCacheSlot site_cache_[kSiteCacheSlots];
   std::unordered_map<DevPtr, LedgerEntry> entries_;
   std::deque<Site> sites_;  // deque: a Site's file string never moves
   std::unordered_map<SiteKey, uint32_t, SiteKeyHash> site_ids_;
