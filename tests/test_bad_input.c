@@ -232,8 +232,6 @@ static const size_t ONE_SIZE[1] = {8};
   X(stream_destroy_default, INV, metrale_stream_destroy(f->ctx, metrale_default_stream(f->ctx))) \
   X(graph_end_not_capturing, METRALE_ERROR_CAPTURE, metrale_graph_end_capture(f->ctx, f->s, &f->gout)) \
   X(log_level_out_of_enum, INV, metrale_log_set_level((metrale_log_level_t)99))             \
-  X(live_allocations_short, METRALE_ERROR_BUFFER_TOO_SMALL,                                 \
-    metrale_live_allocations(f->ctx, f->allocs, 1, &f->n))                                  \
   X(alloc_report_short, METRALE_ERROR_BUFFER_TOO_SMALL,                                     \
     metrale_alloc_report(f->ctx, 0, 0, f->text, 2, &f->n))
 

@@ -121,7 +121,7 @@ static void malformed_env_values_are_invalid(void** state) {
     const char* name;
     const char* value;
   } table[] = {
-      {"METRALE_BACKEND", "gpu"},         {"METRALE_BACKEND", ""},
+      {"METRALE_BACKEND", "gpu"},         {"METRALE_BACKEND", "cudax"},
       {"METRALE_DEVICE", "abc"},          {"METRALE_DEVICE", "1x"},
       {"METRALE_REDZONE", "lots"},        {"METRALE_REDZONE", "-5"},
       {"METRALE_REDZONE", "64k"},         {"METRALE_REDZONE_MIN_IDX", "x"},
