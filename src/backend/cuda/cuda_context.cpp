@@ -6,6 +6,18 @@
 #include "backend/cuda/cuda_backend.hpp"
 
 namespace metrale::backend {
+namespace {
+
+// A failure while starting: there is no context yet to call lost, so a code
+// that would mean CONTEXT_LOST later (999 from a primary-context retain in a
+// prohibited compute mode, say) is a plain DRIVER error here.
+[[noreturn]] void fail_start(const cuda_impl::DriverApi& api, const char* function, CUresult rc) {
+  metrale_status_t status = cuda_impl::status_for(rc);
+  if (status == METRALE_ERROR_CONTEXT_LOST) status = METRALE_ERROR_DRIVER;
+  fail(status, cuda_impl::failure_message(&api, function, rc), static_cast<int>(rc));
+}
+
+}  // namespace
 
 std::unique_ptr<Backend> make_cuda_backend(int device) {
   using namespace cuda_impl;
@@ -24,14 +36,14 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
                                       std::to_string(count - 1));
   CUdevice dev = 0;
   rc = api.deviceGet(&dev, device);
-  if (rc != CUDA_SUCCESS) throw_failure(&api, "cuDeviceGet", rc);
+  if (rc != CUDA_SUCCESS) fail_start(api, "cuDeviceGet", rc);
   CUcontext ctx = nullptr;
   rc = api.primaryCtxRetain(&ctx, dev);
-  if (rc != CUDA_SUCCESS) throw_failure(&api, "cuDevicePrimaryCtxRetain", rc);
+  if (rc != CUDA_SUCCESS) fail_start(api, "cuDevicePrimaryCtxRetain", rc);
   rc = api.ctxSetCurrent(ctx);
   if (rc != CUDA_SUCCESS) {
     api.primaryCtxRelease(dev);
-    throw_failure(&api, "cuCtxSetCurrent", rc);
+    fail_start(api, "cuCtxSetCurrent", rc);
   }
   return std::make_unique<CudaBackend>(api, device, dev, ctx);
 }
