@@ -173,28 +173,55 @@ static void abort_drops_work(void** state) {
   mt_close(ctx);
 }
 
-static void capture_state_errors(void** state) {
+static void end_without_begin_is_capture(void** state) {
   (void)state;
   metrale_context_t* ctx = mt_open(NULL);
   metrale_stream_t* s = NULL;
   MT_OK(metrale_stream_create(ctx, &s));
   metrale_graph_t* g = (metrale_graph_t*)s;
-  /* End without begin. */
   MT_STATUS(metrale_graph_end_capture(ctx, s, &g), METRALE_ERROR_CAPTURE);
-  assert_ptr_equal(g, (metrale_graph_t*)s);
+  assert_ptr_equal(g, (metrale_graph_t*)s); /* out untouched */
+  MT_STATUS(metrale_graph_end_capture(ctx, NULL, &g), METRALE_ERROR_CAPTURE);
   assert_int_equal(metrale_stream_is_capturing(ctx, s), 0);
-  /* Begin twice. */
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+static void begin_twice_is_capture(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
   MT_OK(metrale_graph_begin_capture(ctx, s));
   MT_STATUS(metrale_graph_begin_capture(ctx, s), METRALE_ERROR_CAPTURE);
+  /* The first capture is still active. */
   assert_int_equal(metrale_stream_is_capturing(ctx, s), 1);
-  /* Synchronizing a capturing stream is refused. */
-  MT_STATUS(metrale_stream_synchronize(ctx, s), METRALE_ERROR_CAPTURE);
   MT_OK(metrale_graph_abort_capture(ctx, s));
   assert_int_equal(metrale_stream_is_capturing(ctx, s), 0);
-  MT_OK(metrale_stream_synchronize(ctx, s));
-  /* An empty capture still gives a graph that replays as a no-op. */
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+static void sync_while_capturing_is_capture(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
   MT_OK(metrale_graph_begin_capture(ctx, s));
-  g = NULL;
+  MT_STATUS(metrale_stream_synchronize(ctx, s), METRALE_ERROR_CAPTURE);
+  MT_OK(metrale_graph_abort_capture(ctx, s));
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+static void empty_capture_replays_as_no_op(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  MT_OK(metrale_graph_begin_capture(ctx, s));
+  metrale_graph_t* g = NULL;
   MT_OK(metrale_graph_end_capture(ctx, s, &g));
   assert_non_null(g);
   MT_OK(metrale_graph_launch(ctx, g, s));
@@ -237,7 +264,10 @@ int main(void) {
       cmocka_unit_test(graph_of_100_launches),
       cmocka_unit_test(graph_keeps_launch_values),
       cmocka_unit_test(abort_drops_work),
-      cmocka_unit_test(capture_state_errors),
+      cmocka_unit_test(end_without_begin_is_capture),
+      cmocka_unit_test(begin_twice_is_capture),
+      cmocka_unit_test(sync_while_capturing_is_capture),
+      cmocka_unit_test(empty_capture_replays_as_no_op),
       cmocka_unit_test(is_capturing_on_failed_query),
       cmocka_unit_test(default_stream_can_capture),
   };
