@@ -13,8 +13,8 @@ pcdir=$(dirname "$(find "$root" -name metrale_gpu.pc | head -n 1)")
 export PKG_CONFIG_PATH="$pcdir"
 export PKG_CONFIG_SYSROOT_DIR="$work/root"
 flags=$(pkg-config --cflags --libs metrale_gpu)
-libdir=$(pkg-config --variable=libdir metrale_gpu)
+libdir=$(pkg-config --libs-only-L metrale_gpu | sed -e "s/^ *-L//" -e "s/ *$//")
 cc -std=c11 -Wall -Wextra -Werror "$src/examples/tour.c" $flags \
-  -Wl,-rpath,"$work/root$libdir" -o "$work/tour"
+  -Wl,-rpath,"$libdir" -o "$work/tour"
 echo "built with: cc tour.c $flags"
 "$work/tour"

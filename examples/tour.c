@@ -127,7 +127,7 @@ int main(void) {
     }
   printf("4. launched add_f32: c = a + b checked on the host\n");
 
-  /* c += b three times, captured once and replayed twice: c = a + 7b */
+  /* c += b three times, captured once and replayed twice: c = a + 7b = 15i */
   CHECK(metrale_stream_create(ctx, &stream));
   CHECK(metrale_graph_begin_capture(ctx, stream));
   for (int i = 0; i < 3; i++) CHECK(add(ctx, k, stream, c, b, c, N));
@@ -137,8 +137,8 @@ int main(void) {
   CHECK(metrale_stream_synchronize(ctx, stream));
   CHECK(metrale_copy_d2h(ctx, c, hc, sizeof hc));
   for (unsigned i = 0; i < N; i++)
-    if (hc[i] != 9.0f * (float)i) {
-      fprintf(stderr, "tour: after replay c[%u] = %g, expected %g\n", i, hc[i], 9.0 * i);
+    if (hc[i] != 15.0f * (float)i) {
+      fprintf(stderr, "tour: after replay c[%u] = %g, expected %g\n", i, hc[i], 15.0 * i);
       goto fail;
     }
   printf("5. graph of 3 launches captured, replayed twice, checked\n");
