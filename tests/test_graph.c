@@ -235,6 +235,24 @@ static void empty_capture_replays_as_no_op(void** state) {
   mt_close(ctx);
 }
 
+static void destroy_ends_an_active_capture(void** state) {
+  (void)state;
+  /* A context destroyed mid-capture must not leave the thread capturing:
+   * the next context's allocations and syncs must work. */
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  MT_OK(metrale_graph_begin_capture(ctx, s));
+  mt_close(ctx);
+  metrale_context_t* next = mt_open(NULL);
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(next, 64, &p));
+  MT_OK(metrale_memset(next, p, 1, 64));
+  MT_OK(metrale_stream_synchronize(next, NULL));
+  MT_OK(metrale_free(next, p));
+  mt_close(next);
+}
+
 static void is_capturing_on_failed_query(void** state) {
   (void)state;
   /* A failed query (bad context) counts as capturing. */
@@ -272,6 +290,7 @@ int main(void) {
       cmocka_unit_test(begin_twice_is_capture),
       cmocka_unit_test(sync_while_capturing_is_capture),
       cmocka_unit_test(empty_capture_replays_as_no_op),
+      cmocka_unit_test(destroy_ends_an_active_capture),
       cmocka_unit_test(is_capturing_on_failed_query),
       cmocka_unit_test(default_stream_can_capture),
   };
