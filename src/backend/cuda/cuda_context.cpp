@@ -8,13 +8,21 @@
 namespace metrale::backend {
 namespace {
 
-// A failure while starting: there is no context yet to call lost, so a code
-// that would mean CONTEXT_LOST later (999 from a primary-context retain in a
-// prohibited compute mode, say) is a plain DRIVER error here.
+// A failure while starting. 999 from a primary-context retain (a compute
+// mode that forbids it, say) is a plain DRIVER error: there is no context
+// yet to call lost. A real fault code (700, ...) is what the driver answers
+// for the rest of the process after a sticky fault in any context: that is
+// CONTEXT_LOST, and only a new process gets a working device again.
 [[noreturn]] void fail_start(const cuda_impl::DriverApi& api, const char* function, CUresult rc) {
   metrale_status_t status = cuda_impl::status_for(rc);
-  if (status == METRALE_ERROR_CONTEXT_LOST) status = METRALE_ERROR_DRIVER;
-  fail(status, cuda_impl::failure_message(&api, function, rc), static_cast<int>(rc));
+  std::string detail;
+  if (rc == CUDA_ERROR_UNKNOWN) {
+    status = METRALE_ERROR_DRIVER;
+  } else if (status == METRALE_ERROR_CONTEXT_LOST) {
+    detail = "a sticky device fault earlier in this process left the device unusable; "
+             "CUDA works again only in a new process";
+  }
+  fail(status, cuda_impl::failure_message(&api, function, rc, detail), static_cast<int>(rc));
 }
 
 }  // namespace
@@ -62,9 +70,11 @@ CudaBackend::~CudaBackend() {
   if (faulted_.load()) {
     // After a sticky fault nobody can use this primary context again: every
     // call on it returns the fault, for us and for any other library that
-    // shares it. Resetting it destroys it for good, so that the next
-    // retain (a new metrale context, or the CUDA runtime) gets a fresh,
-    // working one instead of the dead one.
+    // shares it. Resetting it destroys it and frees its device memory, so a
+    // driver that confines the fault to the context gives the next retain a
+    // fresh one. (Checked on an H200 with driver 580: there an illegal
+    // address poisons the whole process, and the next retain still answers
+    // 700 after the reset; make_cuda_backend reports that as CONTEXT_LOST.)
     api_.primaryCtxReset(device_);
   }
 }
