@@ -81,8 +81,8 @@ class HandleTable {
   [[noreturn]] void refuse(uint64_t handle) const {
     char text[160];
     std::snprintf(text, sizeof text,
-                  "host backend: %s handle 0x%" PRIx64 " is unknown or already destroyed",
-                  what_, handle);
+                  "host backend: %s handle 0x%" PRIx64 " is unknown or already destroyed", what_,
+                  handle);
     fail(METRALE_ERROR_INVALID_ARGUMENT, text);
   }
 

@@ -40,13 +40,12 @@ class HostBackend final : public Backend {
   void copy_h2d_async(DevPtr dst, const void* src, size_t bytes, StreamHandle s) override;
   void copy_d2h_async(void* dst, DevPtr src, size_t bytes, StreamHandle s) override;
   void copy_d2d_async(DevPtr dst, DevPtr src, size_t bytes, StreamHandle s) override;
-  void copy_2d_async(DevPtr dst, size_t dst_pitch, DevPtr src, size_t src_pitch,
-                     size_t width_bytes, size_t height, StreamHandle s) override;
+  void copy_2d_async(DevPtr dst, size_t dst_pitch, DevPtr src, size_t src_pitch, size_t width_bytes,
+                     size_t height, StreamHandle s) override;
   void memset_async(DevPtr dst, uint8_t value, size_t bytes, StreamHandle s) override;
 
   void pattern_fill(const Range* ranges, size_t n, uint8_t byte) override;
-  void pattern_count(const Range* ranges, size_t n, uint8_t byte,
-                     uint32_t* mismatches) override;
+  void pattern_count(const Range* ranges, size_t n, uint8_t byte, uint32_t* mismatches) override;
 
   StreamHandle stream_create() override;
   void stream_destroy(StreamHandle s) override;
@@ -74,8 +73,8 @@ class HostBackend final : public Backend {
   bool function_params(FuncHandle f, std::vector<ParamInfo>* out) override;
   void launch(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes, StreamHandle s,
               void** params) override;
-  void launch_packed(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
-                     StreamHandle s, const void* args, size_t args_bytes) override;
+  void launch_packed(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes, StreamHandle s,
+                     const void* args, size_t args_bytes) override;
 
   std::string probe_fault() override { return fault_.message(); }
 

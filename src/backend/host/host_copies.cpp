@@ -19,9 +19,8 @@ void* as_host(DevPtr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(
 size_t pitched_span(size_t pitch, size_t width, size_t height, const char* which) {
   if (height - 1 > (SIZE_MAX - width) / pitch) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
-         std::string("host backend: copy_2d ") + which + " span (pitch " +
-             std::to_string(pitch) + " x " + std::to_string(height) +
-             " rows) overflows the address space");
+         std::string("host backend: copy_2d ") + which + " span (pitch " + std::to_string(pitch) +
+             " x " + std::to_string(height) + " rows) overflows the address space");
   }
   return (height - 1) * pitch + width;
 }
@@ -66,8 +65,8 @@ void HostBackend::copy_2d_async(DevPtr dst, size_t dst_pitch, DevPtr src, size_t
   if (src_pitch < width_bytes || dst_pitch < width_bytes) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          "host backend: copy_2d pitch smaller than the row width (src_pitch " +
-             std::to_string(src_pitch) + ", dst_pitch " + std::to_string(dst_pitch) +
-             ", width " + std::to_string(width_bytes) + ")");
+             std::to_string(src_pitch) + ", dst_pitch " + std::to_string(dst_pitch) + ", width " +
+             std::to_string(width_bytes) + ")");
   }
   if (width_bytes == 0 || height == 0) return;
   const size_t src_span = pitched_span(src_pitch, width_bytes, height, "source");
@@ -76,8 +75,7 @@ void HostBackend::copy_2d_async(DevPtr dst, size_t dst_pitch, DevPtr src, size_t
   stream->submit([=] {
     regions_.access({{dst, dst_span}, {src, src_span}}, [&] {
       for (size_t row = 0; row < height; ++row) {
-        std::memmove(as_host(dst + row * dst_pitch), as_host(src + row * src_pitch),
-                     width_bytes);
+        std::memmove(as_host(dst + row * dst_pitch), as_host(src + row * src_pitch), width_bytes);
       }
     });
   });
@@ -106,8 +104,7 @@ void HostBackend::pattern_fill(const Range* ranges, size_t n, uint8_t byte) {
   });
 }
 
-void HostBackend::pattern_count(const Range* ranges, size_t n, uint8_t byte,
-                                uint32_t* mismatches) {
+void HostBackend::pattern_count(const Range* ranges, size_t n, uint8_t byte, uint32_t* mismatches) {
   fault_.throw_if_lost();
   if (n == 0) return;
   if (ranges == nullptr || mismatches == nullptr) {

@@ -13,8 +13,7 @@ void check_dims(const char* what, Dim3 d) {
   if (d.x == 0 || d.y == 0 || d.z == 0) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          std::string("host backend: launch ") + what + " has a zero dimension (" +
-             std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) +
-             ")");
+             std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")");
   }
 }
 
@@ -55,8 +54,8 @@ bool HostBackend::function_params(FuncHandle f, std::vector<ParamInfo>* out) {
   return true;
 }
 
-void HostBackend::launch(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
-                         StreamHandle s, void** params) {
+void HostBackend::launch(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes, StreamHandle s,
+                         void** params) {
   auto stream = usable_stream(s);
   KernelCall call = prepare_launch(kernels_.get(f), params);
   set_shape(&call, grid, block, shared_bytes);

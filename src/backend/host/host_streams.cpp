@@ -20,7 +20,7 @@ void HostBackend::stream_destroy(StreamHandle s) { streams_.take(s); }
 
 void HostBackend::stream_synchronize(StreamHandle s) {
   auto stream = usable_stream(s);
-  std::lock_guard<std::mutex> lock(stream->mutex);
+  std::lock_guard<std::recursive_mutex> lock(stream->mutex);
   if (stream->capturing) {
     fail(METRALE_ERROR_CAPTURE, "stream is capturing; end or abort the capture first");
   }
@@ -28,7 +28,7 @@ void HostBackend::stream_synchronize(StreamHandle s) {
 
 bool HostBackend::stream_is_capturing(StreamHandle s) {
   auto stream = usable_stream(s);
-  std::lock_guard<std::mutex> lock(stream->mutex);
+  std::lock_guard<std::recursive_mutex> lock(stream->mutex);
   return stream->capturing;
 }
 
@@ -62,17 +62,21 @@ float HostBackend::event_elapsed_ms(EventHandle start, EventHandle end) {
   std::shared_ptr<HostEvent> first = events_.get(start);
   std::shared_ptr<HostEvent> last = events_.get(end);
   if (!first->timing) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: elapsed_ms: the start event has timing disabled");
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "host backend: elapsed_ms: the start event has timing disabled");
   }
   if (!last->timing) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: elapsed_ms: the end event has timing disabled");
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "host backend: elapsed_ms: the end event has timing disabled");
   }
   std::chrono::steady_clock::time_point t0, t1;
   if (!first->recorded_at(&t0)) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: elapsed_ms: the start event was never recorded");
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "host backend: elapsed_ms: the start event was never recorded");
   }
   if (!last->recorded_at(&t1)) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: elapsed_ms: the end event was never recorded");
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "host backend: elapsed_ms: the end event was never recorded");
   }
   return std::chrono::duration<float, std::milli>(t1 - t0).count();
 }

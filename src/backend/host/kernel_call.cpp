@@ -12,20 +12,34 @@ namespace {
 // The library's own status names; the backend layer cannot call the api's.
 const char* status_name(metrale_status_t status) {
   switch (status) {
-    case METRALE_OK: return "METRALE_OK";
-    case METRALE_ERROR_INVALID_ARGUMENT: return "METRALE_ERROR_INVALID_ARGUMENT";
-    case METRALE_ERROR_OUT_OF_MEMORY: return "METRALE_ERROR_OUT_OF_MEMORY";
-    case METRALE_ERROR_NOT_FOUND: return "METRALE_ERROR_NOT_FOUND";
-    case METRALE_ERROR_NO_DRIVER: return "METRALE_ERROR_NO_DRIVER";
-    case METRALE_ERROR_NO_DEVICE: return "METRALE_ERROR_NO_DEVICE";
-    case METRALE_ERROR_UNSUPPORTED: return "METRALE_ERROR_UNSUPPORTED";
-    case METRALE_ERROR_CONTEXT_LOST: return "METRALE_ERROR_CONTEXT_LOST";
-    case METRALE_ERROR_REDZONE_CORRUPTED: return "METRALE_ERROR_REDZONE_CORRUPTED";
-    case METRALE_ERROR_OUT_OF_BOUNDS: return "METRALE_ERROR_OUT_OF_BOUNDS";
-    case METRALE_ERROR_CAPTURE: return "METRALE_ERROR_CAPTURE";
-    case METRALE_ERROR_BUFFER_TOO_SMALL: return "METRALE_ERROR_BUFFER_TOO_SMALL";
-    case METRALE_ERROR_DRIVER: return "METRALE_ERROR_DRIVER";
-    case METRALE_ERROR_INTERNAL: return "METRALE_ERROR_INTERNAL";
+    case METRALE_OK:
+      return "METRALE_OK";
+    case METRALE_ERROR_INVALID_ARGUMENT:
+      return "METRALE_ERROR_INVALID_ARGUMENT";
+    case METRALE_ERROR_OUT_OF_MEMORY:
+      return "METRALE_ERROR_OUT_OF_MEMORY";
+    case METRALE_ERROR_NOT_FOUND:
+      return "METRALE_ERROR_NOT_FOUND";
+    case METRALE_ERROR_NO_DRIVER:
+      return "METRALE_ERROR_NO_DRIVER";
+    case METRALE_ERROR_NO_DEVICE:
+      return "METRALE_ERROR_NO_DEVICE";
+    case METRALE_ERROR_UNSUPPORTED:
+      return "METRALE_ERROR_UNSUPPORTED";
+    case METRALE_ERROR_CONTEXT_LOST:
+      return "METRALE_ERROR_CONTEXT_LOST";
+    case METRALE_ERROR_REDZONE_CORRUPTED:
+      return "METRALE_ERROR_REDZONE_CORRUPTED";
+    case METRALE_ERROR_OUT_OF_BOUNDS:
+      return "METRALE_ERROR_OUT_OF_BOUNDS";
+    case METRALE_ERROR_CAPTURE:
+      return "METRALE_ERROR_CAPTURE";
+    case METRALE_ERROR_BUFFER_TOO_SMALL:
+      return "METRALE_ERROR_BUFFER_TOO_SMALL";
+    case METRALE_ERROR_DRIVER:
+      return "METRALE_ERROR_DRIVER";
+    case METRALE_ERROR_INTERNAL:
+      return "METRALE_ERROR_INTERNAL";
   }
   return nullptr;
 }
@@ -50,8 +64,8 @@ KernelCall prepare_launch(std::shared_ptr<const HostFunction> function, void** p
     auto* base = reinterpret_cast<unsigned char*>(call.words.data());
     for (size_t i = 0; i < layout.size(); ++i) {
       if (params[i] == nullptr) {
-        fail(METRALE_ERROR_INVALID_ARGUMENT, "host kernel " + function->label + ": params[" +
-                                                 std::to_string(i) + "] is NULL");
+        fail(METRALE_ERROR_INVALID_ARGUMENT,
+             "host kernel " + function->label + ": params[" + std::to_string(i) + "] is NULL");
       }
       std::memcpy(base + layout[i].offset, params[i], layout[i].size);
     }
@@ -64,12 +78,12 @@ KernelCall prepare_packed(std::shared_ptr<const HostFunction> function, const vo
                           size_t args_bytes) {
   if (function->sizes_known && args_bytes != function->args_bytes) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
-         "host kernel " + function->label + ": packed arguments are " +
-             std::to_string(args_bytes) + " bytes but its parameters take " +
-             std::to_string(function->args_bytes) + " bytes");
+         "host kernel " + function->label + ": packed arguments are " + std::to_string(args_bytes) +
+             " bytes but its parameters take " + std::to_string(function->args_bytes) + " bytes");
   }
   if (args == nullptr && args_bytes != 0) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, "host kernel " + function->label + ": args is NULL but args_bytes is " +
+    fail(METRALE_ERROR_INVALID_ARGUMENT, "host kernel " + function->label +
+                                             ": args is NULL but args_bytes is " +
                                              std::to_string(args_bytes));
   }
   KernelCall call;

@@ -50,10 +50,10 @@ ModuleHandle KernelRegistry::add(ModuleHandle m, const char* name, metrale_host_
     for (size_t i = 0; i < nparams; ++i) {
       // 4 KiB is CUDA's limit on a kernel's parameters as a whole.
       if (param_sizes[i] == 0 || param_sizes[i] > 4096) {
-        fail(METRALE_ERROR_INVALID_ARGUMENT,
-             std::string("host backend: host kernel '") + name + "' parameter " +
-                 std::to_string(i) + " has size " + std::to_string(param_sizes[i]) +
-                 " (must be 1..4096)");
+        fail(METRALE_ERROR_INVALID_ARGUMENT, std::string("host backend: host kernel '") + name +
+                                                 "' parameter " + std::to_string(i) + " has size " +
+                                                 std::to_string(param_sizes[i]) +
+                                                 " (must be 1..4096)");
       }
     }
   }
@@ -131,8 +131,7 @@ std::shared_ptr<const HostFunction> KernelRegistry::get(FuncHandle f) const {
     fail(METRALE_ERROR_NOT_FOUND,
          "host backend: function handle " + hex(f) + " belongs to an unloaded module");
   }
-  fail(METRALE_ERROR_INVALID_ARGUMENT,
-       "host backend: function handle " + hex(f) + " is unknown");
+  fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: function handle " + hex(f) + " is unknown");
 }
 
 }  // namespace metrale::backend::host

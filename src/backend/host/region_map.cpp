@@ -11,10 +11,14 @@ namespace metrale::backend::host {
 
 const char* region_kind_name(RegionKind kind) {
   switch (kind) {
-    case RegionKind::Device: return "device";
-    case RegionKind::Managed: return "managed";
-    case RegionKind::Pinned: return "pinned host";
-    case RegionKind::Registered: return "registered host";
+    case RegionKind::Device:
+      return "device";
+    case RegionKind::Managed:
+      return "managed";
+    case RegionKind::Pinned:
+      return "pinned host";
+    case RegionKind::Registered:
+      return "registered host";
   }
   return "unknown";
 }
@@ -62,10 +66,10 @@ void RegionMap::add_owned(uintptr_t base, size_t bytes, RegionKind kind) {
   const Region* hit = nullptr;
   while (overlaps_locked(base, bytes, &hit)) {
     if (hit->kind != RegionKind::Registered) {
-      fail(METRALE_ERROR_INTERNAL,
-           "host backend: new " + std::string(region_kind_name(kind)) + " memory " +
-               describe_range(base, bytes) + " overlaps live " + region_kind_name(hit->kind) +
-               " memory " + describe_range(hit->base, hit->bytes));
+      fail(METRALE_ERROR_INTERNAL, "host backend: new " + std::string(region_kind_name(kind)) +
+                                       " memory " + describe_range(base, bytes) +
+                                       " overlaps live " + region_kind_name(hit->kind) +
+                                       " memory " + describe_range(hit->base, hit->bytes));
     }
     const uintptr_t stale = hit->base;
     regions_.erase(stale);
@@ -75,9 +79,9 @@ void RegionMap::add_owned(uintptr_t base, size_t bytes, RegionKind kind) {
 
 void RegionMap::add_registered(uintptr_t base, size_t bytes) {
   if (bytes > UINTPTR_MAX - base) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT,
-         "host backend: host_register range " + describe_range(base, bytes) +
-             " wraps around the address space");
+    fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: host_register range " +
+                                             describe_range(base, bytes) +
+                                             " wraps around the address space");
   }
   std::unique_lock<std::shared_mutex> lock(mutex_);
   const Region* hit = nullptr;
@@ -117,9 +121,8 @@ void RegionMap::check_locked(const CheckedRange& range) const {
     const Region& r = it->second;
     if (range.bytes <= r.bytes - (range.ptr - r.base)) return;
   }
-  fail(METRALE_ERROR_INVALID_ARGUMENT,
-       "host backend: " + describe_range(range.ptr, range.bytes) +
-           " is not inside memory this backend allocated");
+  fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: " + describe_range(range.ptr, range.bytes) +
+                                           " is not inside memory this backend allocated");
 }
 
 void RegionMap::check(std::initializer_list<CheckedRange> ranges) const {

@@ -17,14 +17,16 @@ namespace metrale::backend::host {
 using StreamOp = std::function<void()>;
 
 struct HostStream {
-  std::mutex mutex;
-  bool capturing = false;         // under mutex
-  std::vector<StreamOp> captured; // under mutex
+  // Recursive so that a host kernel calling back into the library on its own
+  // stream runs that work nested, in order, instead of deadlocking.
+  std::recursive_mutex mutex;
+  bool capturing = false;          // under mutex
+  std::vector<StreamOp> captured;  // under mutex
 
   // Runs op now, in this thread, or records it when the stream is capturing.
   template <typename Op>
   void submit(Op&& op) {
-    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<std::recursive_mutex> lock(mutex);
     if (capturing) {
       captured.emplace_back(std::forward<Op>(op));
     } else {
