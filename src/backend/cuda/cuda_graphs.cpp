@@ -7,6 +7,14 @@ namespace {
 CUstream as_stream(StreamHandle s) { return reinterpret_cast<CUstream>(s); }
 CUgraphExec as_exec(GraphHandle g) { return reinterpret_cast<CUgraphExec>(g); }
 
+// The driver answers ILLEGAL_STATE (401) for beginning a capture on a stream
+// that is capturing already and for ending one on a stream that is not: a
+// capture state error, which the ABI calls CAPTURE.
+[[noreturn]] void fail_capture_state(const DriverApi& api, const char* function, CUresult rc,
+                                     const char* why) {
+  fail(METRALE_ERROR_CAPTURE, failure_message(&api, function, rc, why), static_cast<int>(rc));
+}
+
 }  // namespace
 
 void CudaBackend::capture_begin(StreamHandle s) {
@@ -14,8 +22,10 @@ void CudaBackend::capture_begin(StreamHandle s) {
   // Thread-local mode: only this thread is barred from unsafe calls (a
   // cuMemAlloc, a context sync) while it captures; other threads of the
   // process keep working.
-  check(api_.streamBeginCapture(as_stream(s), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-        "cuStreamBeginCapture_v2");
+  CUresult rc = api_.streamBeginCapture(as_stream(s), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  if (rc == CUDA_ERROR_ILLEGAL_STATE)
+    fail_capture_state(api_, "cuStreamBeginCapture_v2", rc, "the stream is already capturing");
+  check(rc, "cuStreamBeginCapture_v2");
 }
 
 GraphHandle CudaBackend::capture_end(StreamHandle s) {
@@ -26,6 +36,8 @@ GraphHandle CudaBackend::capture_end(StreamHandle s) {
     // An invalidated capture still ends (the stream leaves capture mode);
     // whatever graph came back is of no use.
     if (graph != nullptr) api_.graphDestroy(graph);
+    if (rc == CUDA_ERROR_ILLEGAL_STATE)
+      fail_capture_state(api_, "cuStreamEndCapture", rc, "the stream is not capturing");
     raise(rc, "cuStreamEndCapture");
   }
   if (graph == nullptr)
