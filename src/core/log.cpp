@@ -1,5 +1,7 @@
 #include "core/log.hpp"
 
+#include "backend/log_sink.hpp"
+
 #include <spdlog/sinks/base_sink.h>
 
 #include <cstdio>
@@ -71,6 +73,8 @@ class ForwardingSink : public spdlog::sinks::base_sink<std::mutex> {
   void* user_ = nullptr;
 };
 
+void log_from_backend(metrale_log_level_t level, const std::string& text);
+
 struct LoggerHolder {
   std::shared_ptr<ForwardingSink> sink = std::make_shared<ForwardingSink>();
   std::shared_ptr<spdlog::logger> logger = std::make_shared<spdlog::logger>("metrale", sink);
@@ -81,12 +85,17 @@ struct LoggerHolder {
     metrale_log_level_t level;
     // A malformed value at load time is ignored; context creation reports it.
     if (env != nullptr && parse_log_level(env, &level)) logger->set_level(to_spdlog(level));
+    backend::set_log_sink(&log_from_backend);
   }
 };
 
 LoggerHolder& holder() {
   static LoggerHolder h;
   return h;
+}
+
+void log_from_backend(metrale_log_level_t level, const std::string& text) {
+  holder().logger->log(to_spdlog(level), "{}", text);
 }
 
 // Reads METRALE_LOG when the library is loaded, not at the first log line.

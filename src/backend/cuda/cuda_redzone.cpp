@@ -3,7 +3,7 @@
 // on any ledger). Without the kernels (built without nvcc, or the embedded
 // module refused) it falls back to one memset per range and to counting
 // copies on the host, and says so once in the log.
-#include <spdlog/spdlog.h>
+#include "backend/log_sink.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -30,13 +30,9 @@ constexpr size_t kMaxBlocks = 65535;
 void log_fallback_once(const std::string& why) {
   static std::once_flag once;
   std::call_once(once, [&] {
-    // The library's logger is named "metrale"; the backend sits below core
-    // and does not include it, so it is found through spdlog's registry and
-    // the line is dropped when it is not registered there.
-    if (auto logger = spdlog::get("metrale"))
-      logger->warn("red zones on cuda use the slow path (a memset per range, pads "
-                   "checked on the host): {}",
-                   why);
+    backend::log(METRALE_LOG_WARN,
+        "red zones on cuda use the slow path (a memset per range, pads checked on the host): " +
+            why);
   });
 }
 
