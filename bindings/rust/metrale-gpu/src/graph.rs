@@ -41,3 +41,9 @@ impl Drop for Graph {
         }
     }
 }
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Graph({:p})", self.raw)
+    }
+}

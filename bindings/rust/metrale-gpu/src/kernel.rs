@@ -124,3 +124,15 @@ pub unsafe fn host_kernel_param<T: Pod>(call: *const sys::metrale_host_kernel_ca
     let params = (*call).params;
     std::ptr::read_unaligned((*params.add(index)).cast::<T>())
 }
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Module({})", self.name)
+    }
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Kernel({})", self.name)
+    }
+}

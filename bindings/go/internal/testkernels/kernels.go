@@ -1,0 +1,51 @@
+// Package testkernels holds host-backend kernels for the tests (test files
+// cannot use cgo themselves): C equivalents of tests/kernels/test_kernels.cu.
+package testkernels
+
+/*
+#cgo pkg-config: metrale_gpu
+#include <metrale_gpu.h>
+#include <string.h>
+
+static metrale_status_t fill_u32(const metrale_host_kernel_call_t* call, void* user) {
+  (void)user;
+  uint32_t* p = *(uint32_t* const*)call->params[0];
+  uint32_t value = *(const uint32_t*)call->params[1];
+  uint64_t n = *(const uint64_t*)call->params[2];
+  for (uint64_t i = 0; i < n; i++) p[i] = value;
+  return METRALE_OK;
+}
+
+static metrale_status_t mixed_params(const metrale_host_kernel_call_t* call, void* user) {
+  (void)user;
+  uint64_t* out = *(uint64_t* const*)call->params[7];
+  double e = *(const float*)call->params[4];
+  double f = *(const double*)call->params[5];
+  out[0] = *(const uint8_t*)call->params[0];
+  out[1] = *(const uint16_t*)call->params[1];
+  out[2] = *(const uint32_t*)call->params[2];
+  out[3] = *(const uint64_t*)call->params[3];
+  memcpy(&out[4], &e, 8);
+  memcpy(&out[5], &f, 8);
+  out[6] = (uint64_t)(int64_t)*(const int8_t*)call->params[6];
+  return METRALE_OK;
+}
+
+static void* fill_u32_ptr(void) { return (void*)fill_u32; }
+static void* mixed_params_ptr(void) { return (void*)mixed_params; }
+*/
+import "C"
+
+import "unsafe"
+
+// FillU32 is fill_u32(uint32_t* p, uint32_t value, uint64_t n); sizes 8, 4, 8.
+func FillU32() unsafe.Pointer { return C.fill_u32_ptr() }
+
+// MixedParams is mixed_params(u8, u16, u32, u64, f32, f64, i8, u64* out).
+func MixedParams() unsafe.Pointer { return C.mixed_params_ptr() }
+
+// FillU32Sizes and MixedParamsSizes are the kernels' parameter sizes.
+var (
+	FillU32Sizes     = []uint64{8, 4, 8}
+	MixedParamsSizes = []uint64{1, 2, 4, 8, 4, 8, 1, 8}
+)

@@ -1,0 +1,201 @@
+//! The safe API on the host backend: sites, launches, graphs, red zones,
+//! and bad input coming back as errors.
+
+mod common;
+
+use common::{host_ctx, register};
+use metrale_gpu::{sys, Level, Status};
+use std::sync::{Arc, Mutex};
+
+#[test]
+fn ledger_names_the_callers_line() {
+    let ctx = host_ctx(0);
+    let line = line!() + 1;
+    let buf = ctx.alloc::<f32>(100).unwrap();
+    let live = ctx.live_allocations().unwrap();
+    assert_eq!(live.len(), 1);
+    assert_eq!(live[0].ptr, buf.as_devptr());
+    assert_eq!(live[0].bytes, 400);
+    assert_eq!(live[0].file, file!());
+    assert_eq!(live[0].line as u32, line);
+    assert!(ctx.alloc_report(0, 0).unwrap().contains(&format!("{}:{line}", file!())));
+    assert_eq!(ctx.live_bytes().unwrap(), 400);
+    buf.free().unwrap();
+    assert_eq!(ctx.live_count().unwrap(), 0);
+}
+
+#[test]
+fn copies_round_trip_and_check_sizes() {
+    let ctx = host_ctx(0);
+    let a = ctx.alloc_from(&[1u64, 2, 3]).unwrap();
+    let b = ctx.alloc::<u64>(3).unwrap();
+    b.copy_from(&a).unwrap();
+    assert_eq!(b.to_vec().unwrap(), vec![1, 2, 3]);
+    let e = b.copy_from_host(&[0u64; 4]).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    let mut big = [0u64; 5];
+    assert_eq!(b.copy_to_host(&mut big).unwrap_err().status, Status::InvalidArgument);
+    b.memset(0).unwrap();
+    assert_eq!(b.to_vec().unwrap(), vec![0, 0, 0]);
+}
+
+#[test]
+fn packed_launch_respects_alignment() {
+    let ctx = host_ctx(0);
+    register(&ctx);
+    let k = ctx.kernel("test_kernels", "mixed_params").unwrap();
+    let out = ctx.alloc::<u64>(7).unwrap();
+    let launch = k
+        .launch(1, 1)
+        .arg(0xABu8)
+        .arg(0xBEEFu16)
+        .arg(0xDEADBEEFu32)
+        .arg(u64::MAX - 1)
+        .arg(1.5f32)
+        .arg(-2.25f64)
+        .arg(-7i8)
+        .arg(&out);
+    assert_eq!(launch.packed_args().len(), 48);
+    assert_eq!(&launch.packed_args()[16..20], &1.5f32.to_ne_bytes());
+    unsafe { launch.run().unwrap() };
+    let got = out.to_vec().unwrap();
+    assert_eq!(got, vec![0xAB, 0xBEEF, 0xDEADBEEF, u64::MAX - 1, 1.5f64.to_bits(), (-2.25f64).to_bits(), (-7i64) as u64]);
+}
+
+#[test]
+fn wrong_argument_sizes_are_errors() {
+    let ctx = host_ctx(0);
+    register(&ctx);
+    let k = ctx.kernel("test_kernels", "fill_u32").unwrap();
+    let buf = ctx.alloc::<u32>(4).unwrap();
+    let e = unsafe { k.launch(1, 1).arg(&buf).arg(1u32).arg(4u64).arg(0u64).run() }.unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument, "{e}");
+    let e = unsafe { k.launch(1, 1).arg(&buf).run() }.unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument, "{e}");
+    let e = unsafe { k.launch(0, 1).arg(&buf).arg(1u32).arg(4u64).run() }.unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument, "{e}");
+}
+
+#[test]
+fn null_ish_values_are_errors() {
+    let ctx = host_ctx(0);
+    assert_eq!(ctx.alloc::<u8>(0).unwrap_err().status, Status::InvalidArgument);
+    assert_eq!(ctx.alloc::<u64>(usize::MAX).unwrap_err().status, Status::InvalidArgument);
+    assert_eq!(ctx.kernel("no_such_module", "f").unwrap_err().status, Status::NotFound);
+    assert_eq!(ctx.kernel("bad\0name", "f").unwrap_err().status, Status::InvalidArgument);
+    assert_eq!(ctx.module("no_such_module").unwrap_err().status, Status::NotFound);
+    assert!(!ctx.has_module("no_such_module").unwrap());
+    let e = ctx.kernel("no_such_module", "f").unwrap_err();
+    assert!(!e.message.is_empty(), "the library's message is carried");
+    assert!(e.to_string().starts_with("METRALE_ERROR_NOT_FOUND"));
+    let audit = ctx.kernel_audit().unwrap();
+    assert!(audit.iter().any(|a| !a.found && a.file == file!()));
+}
+
+#[test]
+fn use_after_close_is_an_error_and_double_free_impossible() {
+    let ctx = host_ctx(0);
+    let buf = ctx.alloc::<u32>(16).unwrap();
+    let stream = ctx.create_stream().unwrap();
+    let event = ctx.create_event(true).unwrap();
+    register(&ctx);
+    let k = ctx.kernel("test_kernels", "fill_u32").unwrap();
+    ctx.close().unwrap(); // consumes the Context: a second close does not compile
+    let e = buf.copy_from_host(&[1u32]).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(e.message.contains("closed"));
+    assert!(stream.synchronize().is_err());
+    assert!(event.query().is_err());
+    assert!(unsafe { k.launch(1, 1).arg(&buf).arg(1u32).arg(16u64).run() }.is_err());
+    assert!(buf.free().is_err(), "the context's destroy already freed it");
+    drop(stream); // no-ops, no crash
+    drop(event);
+}
+
+#[test]
+fn free_twice_is_impossible_and_sweep_then_free_is_not_found() {
+    let ctx = host_ctx(0);
+    let buf = ctx.alloc::<u8>(8).unwrap();
+    assert_eq!(ctx.sweep_unreleased().unwrap(), 1);
+    assert_eq!(buf.free().unwrap_err().status, Status::NotFound);
+    let default = ctx.default_stream().unwrap();
+    assert_eq!(default.destroy().unwrap_err().status, Status::InvalidArgument);
+}
+
+#[test]
+fn handles_from_another_context_are_refused() {
+    let (a, b) = (host_ctx(0), host_ctx(0));
+    let buf_a = a.alloc::<u8>(8).unwrap();
+    let buf_b = b.alloc::<u8>(8).unwrap();
+    assert_eq!(buf_b.copy_from(&buf_a).unwrap_err().status, Status::InvalidArgument);
+    let s = b.create_stream().unwrap();
+    assert_eq!(buf_a.memset_async(0, &s).unwrap_err().status, Status::InvalidArgument);
+}
+
+#[test]
+fn graph_captures_and_replays() {
+    let ctx = host_ctx(0);
+    register(&ctx);
+    let k = ctx.kernel("test_kernels", "fill_u32").unwrap();
+    let buf = ctx.alloc::<u32>(64).unwrap();
+    let s = ctx.create_stream().unwrap();
+    s.begin_capture().unwrap();
+    assert!(s.is_capturing());
+    unsafe { k.launch(1, 64).stream(&s).arg(&buf).arg(9u32).arg(64u64).run().unwrap() };
+    let g = s.end_capture().unwrap();
+    assert!(buf.to_vec().unwrap().iter().all(|&v| v == 0), "captured, not run");
+    g.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert!(buf.to_vec().unwrap().iter().all(|&v| v == 9));
+    assert_eq!(ctx.counters().unwrap().graph_launches, 1);
+    assert_eq!(s.end_capture().err().map(|e| e.status), Some(Status::Capture));
+}
+
+#[test]
+fn redzone_overflow_is_reported_with_the_site() {
+    let ctx = host_ctx(64);
+    let line = line!() + 1;
+    let buf = ctx.alloc::<u8>(32).unwrap();
+    assert!(ctx.redzone_scan().unwrap().is_empty());
+    let junk = [0x11u8; 40];
+    // Past the end on purpose, through the raw API (the safe one refuses).
+    let st = unsafe { sys::metrale_copy_h2d(ctx.as_raw(), junk.as_ptr().cast(), junk.len(), buf.as_devptr()) };
+    assert_eq!(st, sys::METRALE_OK);
+    let v = ctx.redzone_scan().unwrap();
+    assert_eq!(v.len(), 1);
+    assert_eq!((v[0].ptr, v[0].bytes, v[0].line as u32), (buf.as_devptr(), 32, line));
+    assert_eq!((v[0].first_bad_offset, v[0].bad_bytes, v[0].expected, v[0].found), (0, 8, 0xA5, 0x11));
+}
+
+#[test]
+fn pinned_memory_is_a_slice() {
+    let ctx = host_ctx(0);
+    let mut p = ctx.alloc_pinned::<u32>(8).unwrap();
+    p.copy_from_slice(&[5; 8]);
+    let d = ctx.alloc_from(&p[..]).unwrap();
+    assert_eq!(d.to_vec().unwrap(), vec![5; 8]);
+    p.free().unwrap();
+}
+
+#[test]
+fn log_lines_reach_the_closure() {
+    let lines = Arc::new(Mutex::new(Vec::<(Level, String)>::new()));
+    let sink = lines.clone();
+    metrale_gpu::set_log_callback(move |level, text| sink.lock().unwrap().push((level, text.to_string())));
+    metrale_gpu::set_log_callback(|_, _| panic!("a panic must not cross into C"));
+    {
+        let ctx = host_ctx(0);
+        let _leak = ctx.alloc::<u8>(8).unwrap();
+        ctx.sweep_unreleased().unwrap(); // logs a warning: caught panic
+    }
+    let sink = lines.clone();
+    metrale_gpu::set_log_callback(move |level, text| sink.lock().unwrap().push((level, text.to_string())));
+    {
+        let ctx = host_ctx(0);
+        std::mem::forget(ctx.alloc::<u8>(8).unwrap());
+        ctx.sweep_unreleased().unwrap();
+    }
+    metrale_gpu::clear_log_callback();
+    let got = lines.lock().unwrap();
+    assert!(got.iter().any(|(l, t)| *l >= Level::Warn && t.contains(file!())), "{got:?}");
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds and tests the Rust and Go bindings against a Meson build directory,
+# then runs both tours. Usage: bindings/test.sh <meson-build-dir>
+# Everything the toolchains write (cargo target, Go cache) stays in the build
+# directory. Exits non-zero on any failure.
+set -euo pipefail
+
+if [ $# -ne 1 ] || [ ! -d "$1" ]; then
+  echo "usage: $0 <meson-build-dir>" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+
+export PKG_CONFIG_PATH="$build/meson-uninstalled${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+if ! pkg-config --exists metrale_gpu; then
+  echo "bindings/test.sh: no metrale_gpu.pc under $build/meson-uninstalled (run meson setup/ninja first)" >&2
+  exit 1
+fi
+libdir=$(pkg-config --libs-only-L metrale_gpu | sed 's/^ *-L//; s/ .*//')
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The tests run on the host backend unless the caller chose one.
+export METRALE_BACKEND="${METRALE_BACKEND:-host}"
+
+export CARGO_TARGET_DIR="$build/bindings-cargo"
+export GOCACHE="$build/bindings-go/cache" GOPATH="$build/bindings-go/path"
+export GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local GO111MODULE=on
+
+failed=()
+step() {
+  local name=$1
+  shift
+  echo "=== bindings: $name"
+  if "$@"; then
+    echo "=== bindings: $name: ok"
+  else
+    echo "=== bindings: $name: FAILED" >&2
+    failed+=("$name")
+  fi
+}
+
+step "rust: cargo test" bash -c "cd '$here/rust' && cargo test --offline"
+step "rust: tour" bash -c "cd '$here/rust' && cargo run --offline --quiet --example tour"
+step "go: vet" bash -c "cd '$here/go' && go vet ./..."
+step "go: test" bash -c "cd '$here/go' && go test -count=1 ./..."
+step "go: tour" bash -c "cd '$here/go' && go run ./examples/tour"
+
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "bindings: ${#failed[@]} step(s) failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "bindings: all steps passed"
