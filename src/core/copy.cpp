@@ -109,14 +109,9 @@ void metrale_context::copy_d2d(DevPtr src, DevPtr dst, size_t bytes) {
 
 void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
                                      metrale_stream* s) {
-  fault_.check();
-  metrale_stream* st = stream_of(s);
+  copy_h2d_async_retained(src, bytes, dst, s);
   if (bytes == 0) return;
-  need_host(src, "src");
-  check_range(dst, bytes, "destination");
-  device([&] { backend_->copy_h2d_async(dst, src, bytes, st->handle); });
-  Counters::bump(counters_.h2d_copies);
-  Counters::bump(counters_.h2d_bytes, bytes);
+  metrale_stream* st = stream_of(s);
   // The caller may reuse src on return, but a copy from page-locked memory
   // reads it later: wait for the stream.
   if (host_is_pinned(src, bytes)) {
