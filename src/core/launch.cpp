@@ -110,8 +110,6 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
     timed = true;
   }
 
-  const std::string what = std::string("launch of ") + kern->name + " (looked up at " +
-                           kern->site + ") failed: ";
   // Not through device(): the latch must get the message naming the kernel.
   try {
     if (packed) {
@@ -125,7 +123,8 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
       std::lock_guard<std::mutex> lock(timing_mutex_);
       free_timing_events_.push_back(start);
     }
-    fail_after_probe(e, what);
+    fail_after_probe(e, std::string("launch of ") + kern->name + " (looked up at " + kern->site +
+                            ") failed: ");
   }
   metrale::core::Counters::bump(counters_.launches);
 
