@@ -23,6 +23,14 @@ const (
 	LogOff      LogLevel = C.METRALE_LOG_OFF
 )
 
+func (l LogLevel) String() string {
+	names := [...]string{"trace", "debug", "info", "warn", "error", "critical", "off"}
+	if l >= 0 && int(l) < len(names) {
+		return names[l]
+	}
+	return "unknown"
+}
+
 // SetLogLevel sets the level for every context.
 func SetLogLevel(l LogLevel) error {
 	var msg *C.char

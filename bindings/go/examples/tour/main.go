@@ -91,7 +91,7 @@ func check(c *metrale.Buffer, factor float32) error {
 
 func tour() error {
 	metrale.SetLogCallback(func(level metrale.LogLevel, msg string) {
-		fmt.Fprintf(os.Stderr, "[metrale %d] %s\n", level, msg)
+		fmt.Fprintf(os.Stderr, "[metrale %s] %s\n", level, msg)
 	})
 	defer metrale.SetLogCallback(nil)
 
@@ -173,7 +173,7 @@ func tour() error {
 	if err := s.Synchronize(); err != nil {
 		return err
 	}
-	if err := check(c, 9); err != nil {
+	if err := check(c, 15); err != nil { // c = a + 7b
 		return err
 	}
 	fmt.Println("5. graph of 3 launches captured, replayed twice, checked")

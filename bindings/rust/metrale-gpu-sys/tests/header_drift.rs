@@ -85,9 +85,10 @@ fn header_functions(code: &str) -> BTreeSet<String> {
     identifiers(code)
         .into_iter()
         .filter(|(pos, name)| {
-            let before = code[..*pos].trim_end();
             let after = code[pos + name.len()..].trim_start();
-            name.starts_with("metrale_") && after.starts_with('(') && !before.ends_with('*')
+            // `(*` after a name is a function-pointer typedef's return type.
+            let calls = after.strip_prefix('(').is_some_and(|rest| !rest.trim_start().starts_with('*'));
+            name.starts_with("metrale_") && calls
         })
         .map(|(_, name)| name.to_string())
         .collect()
