@@ -13,9 +13,22 @@ inline std::string hex(uint64_t v) {
   return buf;
 }
 
-inline std::string mib(uint64_t bytes) {
+// Bytes in the largest binary unit that keeps the number >= 1 ("512 B",
+// "16.0 KiB", "3.5 MiB", "1.2 GiB"): small allocations must not read "0.0 MiB".
+inline std::string human_bytes(uint64_t bytes) {
+  static const char* const units[] = {"KiB", "MiB", "GiB", "TiB"};
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+    return buf;
+  }
+  double v = static_cast<double>(bytes) / 1024.0;
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+    v /= 1024.0;
+    ++u;
+  }
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
   return buf;
 }
 

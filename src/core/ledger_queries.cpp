@@ -7,7 +7,7 @@
 #include "core/log.hpp"
 
 using metrale::fail;
-using metrale::core::mib;
+using metrale::core::human_bytes;
 using metrale::core::plural;
 
 void metrale_context::live_allocations(metrale_allocation_t* out, size_t cap,
@@ -49,10 +49,10 @@ void metrale_context::alloc_report(size_t top_n, size_t min_mib, char* buf, size
     total_count += s.count;
     if ((top_n != 0 && shown >= top_n) || s.bytes < min_bytes) continue;
     ++shown;
-    text += "  " + mib(s.bytes) + " in " + plural(s.count, "allocation") + " at " +
+    text += "  " + human_bytes(s.bytes) + " in " + plural(s.count, "allocation") + " at " +
             metrale::core::site_text(s.file, s.line) + "\n";
   }
-  text += "total: " + mib(total_bytes) + " in " + plural(total_count, "allocation") + "\n";
+  text += "total: " + human_bytes(total_bytes) + " in " + plural(total_count, "allocation") + "\n";
   *needed = text.size() + 1;
   if (buflen == 0) return;
   size_t n = text.size() < buflen - 1 ? text.size() : buflen - 1;
@@ -92,7 +92,7 @@ size_t metrale_context::sweep() {
   }
   for (const auto& [site, t] : by_site) {
     metrale::core::log().warn("{} ({}) from {}:{} still live at sweep",
-                              plural(t.count, "allocation"), mib(t.bytes),
+                              plural(t.count, "allocation"), human_bytes(t.bytes),
                               ledger_.site_file(site), ledger_.site_line(site));
   }
   return swept;

@@ -8,7 +8,7 @@
 using metrale::Error;
 using metrale::fail;
 using metrale::core::hex;
-using metrale::core::mib;
+using metrale::core::human_bytes;
 
 namespace {
 
@@ -46,8 +46,8 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
       // The message goes out with zeros rather than not at all.
     }
     std::string msg = "out of " + std::string(managed ? "managed" : "device") + " memory: asked " +
-                      std::to_string(bytes) + " bytes (" + mib(bytes) + ") at " +
-                      metrale::core::site_text(file, line) + "; device free " + mib(free_b) +
+                      std::to_string(bytes) + " bytes (" + human_bytes(bytes) + ") at " +
+                      metrale::core::site_text(file, line) + "; device free " + human_bytes(free_b) +
                       " of " + metrale::core::gib(total);
     auto sites = ledger_.sites_by_bytes();
     if (!sites.empty()) {
@@ -55,7 +55,7 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
       for (size_t i = 0; i < sites.size() && i < 3; ++i) {
         if (i > 0) msg += ", ";
         msg += metrale::core::site_text(sites[i].file, sites[i].line) + " (" +
-               mib(sites[i].bytes) + " in " + metrale::core::plural(sites[i].count, "allocation") +
+               human_bytes(sites[i].bytes) + " in " + metrale::core::plural(sites[i].count, "allocation") +
                ")";
       }
     }
@@ -87,7 +87,7 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
   metrale::core::Counters::bump(counters_.allocs);
   metrale::core::Counters::bump(counters_.alloc_bytes, bytes);
   if (bytes >= kLargeAlloc) {
-    metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", mib(bytes), file, line,
+    metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(bytes), file, line,
                                hex(ptr));
   }
   return ptr;
@@ -161,7 +161,7 @@ void* metrale_context::host_alloc_pinned(size_t bytes) {
     }
     throw;
   }
-  if (bytes >= kLargeAlloc) metrale::core::log().debug("host_alloc_pinned {}", mib(bytes));
+  if (bytes >= kLargeAlloc) metrale::core::log().debug("host_alloc_pinned {}", human_bytes(bytes));
   return p;
 }
 
