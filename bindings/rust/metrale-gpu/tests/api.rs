@@ -138,6 +138,7 @@ fn graph_captures_and_replays() {
     register(&ctx);
     let k = ctx.kernel("test_kernels", "fill_u32").unwrap();
     let buf = ctx.alloc::<u32>(64).unwrap();
+    buf.memset(0).unwrap(); // new memory holds whatever was there before
     let s = ctx.create_stream().unwrap();
     s.begin_capture().unwrap();
     assert!(s.is_capturing());
