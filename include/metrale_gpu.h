@@ -11,9 +11,13 @@
  *   written only on METRALE_OK (or where a status says they are).
  * - On any status but METRALE_OK, metrale_last_error_message() on the same
  *   thread says what was wrong, with which argument, and, for driver
- *   failures, the driver's code and name.
+ *   failures, the driver's code and name. A successful call leaves the
+ *   message as it was.
  * - Handles belong to the context that made them and are valid until they
- *   are destroyed or the context is; destroy functions accept NULL.
+ *   are destroyed or the context is; destroy functions accept NULL. A
+ *   destroyed context or handle, or a handle of another context, is
+ *   METRALE_ERROR_INVALID_ARGUMENT (never a crash: handle memory is kept
+ *   until its context is destroyed).
  * - A NULL stream argument means the context's default stream
  *   (metrale_default_stream()).
  * - Thread safety: every function that takes a context may be called from
@@ -210,7 +214,7 @@ typedef struct metrale_context_options {
   int launch_trace;              /* default 0 */
   int kernel_timing;             /* default 0 */
   size_t trace_capacity;         /* entries kept by the launch trace and the kernel
-                                    audit, newest kept; default 65536 */
+                                    audit, newest kept; default 65536; 0 keeps none */
 } metrale_context_options_t;
 
 /* ------------------------------------------------------------------ */
