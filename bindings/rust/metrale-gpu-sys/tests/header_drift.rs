@@ -11,8 +11,15 @@ use std::mem::{offset_of, size_of};
 use std::path::PathBuf;
 use std::process::Command;
 
+/// This crate's folder: cargo sets CARGO_MANIFEST_DIR when it runs the
+/// test; a test binary carried to another machine is given it by hand
+/// (scripts/gpu-bindings-run.sh), else the build machine's path is used.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 fn header_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../include/metrale_gpu.h")
+    manifest_dir().join("../../../include/metrale_gpu.h")
 }
 
 fn read(path: &PathBuf) -> String {
@@ -20,7 +27,7 @@ fn read(path: &PathBuf) -> String {
 }
 
 fn sys_source() -> String {
-    read(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+    read(&manifest_dir().join("src/lib.rs"))
 }
 
 /// The header with comments removed, split into preprocessor lines (with
@@ -235,7 +242,10 @@ fn c_layouts(structs: &BTreeMap<String, Vec<String>>) -> BTreeMap<String, usize>
         }
     }
     prog += "  return 0;\n}\n";
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("header_drift");
+    // CARGO_TARGET_TMPDIR is the build machine's; elsewhere use the system's.
+    let build_tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let tmp = if build_tmp.is_dir() { build_tmp } else { std::env::temp_dir() };
+    let dir = tmp.join("header_drift");
     std::fs::create_dir_all(&dir).unwrap();
     let (src, exe) = (dir.join("layout.c"), dir.join("layout"));
     std::fs::write(&src, prog).unwrap();

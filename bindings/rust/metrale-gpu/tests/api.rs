@@ -1,15 +1,15 @@
-//! The safe API on the host backend: sites, launches, graphs, red zones,
-//! and bad input coming back as errors.
+//! The safe API on the backend METRALE_BACKEND names (host by default):
+//! sites, launches, graphs, red zones, and bad input coming back as errors.
 
 mod common;
 
-use common::{host_ctx, register};
+use common::{skip_unless_host, test_ctx};
 use metrale_gpu::{sys, Level, Status};
 use std::sync::{Arc, Mutex};
 
 #[test]
 fn ledger_names_the_callers_line() {
-    let ctx = host_ctx(0);
+    let ctx = test_ctx(0);
     let line = line!() + 1;
     let buf = ctx.alloc::<f32>(100).unwrap();
     let live = ctx.live_allocations().unwrap();
@@ -26,7 +26,7 @@ fn ledger_names_the_callers_line() {
 
 #[test]
 fn copies_round_trip_and_check_sizes() {
-    let ctx = host_ctx(0);
+    let ctx = test_ctx(0);
     let a = ctx.alloc_from(&[1u64, 2, 3]).unwrap();
     let b = ctx.alloc::<u64>(3).unwrap();
     b.copy_from(&a).unwrap();
@@ -41,8 +41,7 @@ fn copies_round_trip_and_check_sizes() {
 
 #[test]
 fn packed_launch_respects_alignment() {
-    let ctx = host_ctx(0);
-    register(&ctx);
+    let ctx = test_ctx(0);
     let k = ctx.kernel("test_kernels", "mixed_params").unwrap();
     let out = ctx.alloc::<u64>(7).unwrap();
     let launch = k
@@ -64,8 +63,7 @@ fn packed_launch_respects_alignment() {
 
 #[test]
 fn wrong_argument_sizes_are_errors() {
-    let ctx = host_ctx(0);
-    register(&ctx);
+    let ctx = test_ctx(0);
     let k = ctx.kernel("test_kernels", "fill_u32").unwrap();
     let buf = ctx.alloc::<u32>(4).unwrap();
     let e = unsafe { k.launch(1, 1).arg(&buf).arg(1u32).arg(4u64).arg(0u64).run() }.unwrap_err();
@@ -78,7 +76,7 @@ fn wrong_argument_sizes_are_errors() {
 
 #[test]
 fn null_ish_values_are_errors() {
-    let ctx = host_ctx(0);
+    let ctx = test_ctx(0);
     assert_eq!(ctx.alloc::<u8>(0).unwrap_err().status, Status::InvalidArgument);
     assert_eq!(ctx.alloc::<u64>(usize::MAX).unwrap_err().status, Status::InvalidArgument);
     assert_eq!(ctx.kernel("no_such_module", "f").unwrap_err().status, Status::NotFound);
@@ -94,11 +92,10 @@ fn null_ish_values_are_errors() {
 
 #[test]
 fn use_after_close_is_an_error_and_double_free_impossible() {
-    let ctx = host_ctx(0);
+    let ctx = test_ctx(0);
     let buf = ctx.alloc::<u32>(16).unwrap();
     let stream = ctx.create_stream().unwrap();
     let event = ctx.create_event(true).unwrap();
-    register(&ctx);
     let k = ctx.kernel("test_kernels", "fill_u32").unwrap();
     ctx.close().unwrap(); // consumes the Context: a second close does not compile
     let e = buf.copy_from_host(&[1u32]).unwrap_err();
@@ -114,7 +111,7 @@ fn use_after_close_is_an_error_and_double_free_impossible() {
 
 #[test]
 fn free_twice_is_impossible_and_sweep_then_free_is_not_found() {
-    let ctx = host_ctx(0);
+    let ctx = test_ctx(0);
     let buf = ctx.alloc::<u8>(8).unwrap();
     assert_eq!(ctx.sweep_unreleased().unwrap(), 1);
     assert_eq!(buf.free().unwrap_err().status, Status::NotFound);
@@ -124,7 +121,7 @@ fn free_twice_is_impossible_and_sweep_then_free_is_not_found() {
 
 #[test]
 fn handles_from_another_context_are_refused() {
-    let (a, b) = (host_ctx(0), host_ctx(0));
+    let (a, b) = (test_ctx(0), test_ctx(0));
     let buf_a = a.alloc::<u8>(8).unwrap();
     let buf_b = b.alloc::<u8>(8).unwrap();
     assert_eq!(buf_b.copy_from(&buf_a).unwrap_err().status, Status::InvalidArgument);
@@ -134,8 +131,7 @@ fn handles_from_another_context_are_refused() {
 
 #[test]
 fn graph_captures_and_replays() {
-    let ctx = host_ctx(0);
-    register(&ctx);
+    let ctx = test_ctx(0);
     let k = ctx.kernel("test_kernels", "fill_u32").unwrap();
     let buf = ctx.alloc::<u32>(64).unwrap();
     buf.memset(0).unwrap(); // new memory holds whatever was there before
@@ -154,7 +150,7 @@ fn graph_captures_and_replays() {
 
 #[test]
 fn redzone_overflow_is_reported_with_the_site() {
-    let ctx = host_ctx(64);
+    let ctx = test_ctx(64);
     let line = line!() + 1;
     let buf = ctx.alloc::<u8>(32).unwrap();
     assert!(ctx.redzone_scan().unwrap().is_empty());
@@ -169,8 +165,46 @@ fn redzone_overflow_is_reported_with_the_site() {
 }
 
 #[test]
+fn redzone_overflow_from_a_kernel_is_reported() {
+    let ctx = test_ctx(64);
+    let k = ctx.kernel("test_kernels", "overflow_write").unwrap();
+    let line = line!() + 1;
+    let buf = ctx.alloc::<u8>(32).unwrap();
+    // The planted bug: 5 bytes past the end, into the pad.
+    unsafe { k.launch(1, 64).arg(&buf).arg(32u64).arg(5u64).arg(0x22u32).run().unwrap() };
+    ctx.synchronize().unwrap();
+    let v = ctx.redzone_scan().unwrap();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!((v[0].ptr, v[0].bytes, v[0].line as u32), (buf.as_devptr(), 32, line));
+    assert_eq!((v[0].first_bad_offset, v[0].bad_bytes, v[0].found), (0, 5, 0x22));
+}
+
+/// Registration itself: a second module of Rust functions, one kernel
+/// reading its user pointer.
+#[test]
+fn host_kernels_register_under_their_module() {
+    let ctx = test_ctx(0);
+    if skip_unless_host(&ctx, "host kernels are registered functions; a cuda context loads device code") {
+        return;
+    }
+    unsafe extern "C" fn store_user(call: *const sys::metrale_host_kernel_call_t, user: *mut std::ffi::c_void) -> sys::metrale_status_t {
+        let p: u64 = metrale_gpu::host_kernel_param(call, 0);
+        *(p as *mut u64) = *(user as *const u64);
+        sys::METRALE_OK
+    }
+    static VALUE: u64 = 0x5EED;
+    let m = unsafe { ctx.register_host_kernel_with_user("mine", "store_user", store_user, &VALUE as *const u64 as *mut _, &[8]) }
+        .unwrap();
+    assert!(ctx.has_module("mine").unwrap());
+    let out = ctx.alloc::<u64>(1).unwrap();
+    out.memset(0).unwrap();
+    unsafe { m.kernel("store_user").unwrap().launch(1, 1).arg(&out).run().unwrap() };
+    assert_eq!(out.to_vec().unwrap(), vec![0x5EED]);
+}
+
+#[test]
 fn pinned_memory_is_a_slice() {
-    let ctx = host_ctx(0);
+    let ctx = test_ctx(0);
     let mut p = ctx.alloc_pinned::<u32>(8).unwrap();
     p.copy_from_slice(&[5; 8]);
     let d = ctx.alloc_from(&p[..]).unwrap();
@@ -185,14 +219,14 @@ fn log_lines_reach_the_closure() {
     metrale_gpu::set_log_callback(move |level, text| sink.lock().unwrap().push((level, text.to_string())));
     metrale_gpu::set_log_callback(|_, _| panic!("a panic must not cross into C"));
     {
-        let ctx = host_ctx(0);
+        let ctx = test_ctx(0);
         let _leak = ctx.alloc::<u8>(8).unwrap();
         ctx.sweep_unreleased().unwrap(); // logs a warning: caught panic
     }
     let sink = lines.clone();
     metrale_gpu::set_log_callback(move |level, text| sink.lock().unwrap().push((level, text.to_string())));
     {
-        let ctx = host_ctx(0);
+        let ctx = test_ctx(0);
         std::mem::forget(ctx.alloc::<u8>(8).unwrap());
         ctx.sweep_unreleased().unwrap();
     }

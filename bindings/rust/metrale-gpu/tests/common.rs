@@ -1,12 +1,52 @@
-//! Host kernels and a host-backend context for the tests.
+//! The test context and the "test_kernels" module on either backend.
+//!
+//! METRALE_BACKEND picks the backend (host when unset, as the library's own
+//! variable). On host the kernels are Rust functions registered under the
+//! names of tests/kernels/test_kernels.cu; on cuda the fatbin named by
+//! METRALE_TEST_KERNELS is loaded instead. Tests must not assume fresh device
+//! memory is zero, nor that a device pointer is a host address.
 #![allow(dead_code)]
 
 use metrale_gpu::{host_kernel_param, sys, Backend, Context, ContextOptions};
 use std::ffi::c_void;
 
-pub fn host_ctx(redzone: usize) -> Context {
-    Context::with_options(&ContextOptions::default().backend(Backend::Host).redzone_bytes(redzone))
-        .expect("a host-backend context")
+/// The backend METRALE_BACKEND asks for: host when unset.
+pub fn wanted_backend() -> Backend {
+    match std::env::var("METRALE_BACKEND").as_deref() {
+        Err(_) | Ok("host") => Backend::Host,
+        Ok("cuda") => Backend::Cuda,
+        Ok("auto") => Backend::Auto,
+        Ok(other) => panic!("METRALE_BACKEND={other}: expected host, cuda or auto"),
+    }
+}
+
+/// A context on the chosen backend with the "test_kernels" module ready.
+pub fn test_ctx(redzone: usize) -> Context {
+    let backend = wanted_backend();
+    let ctx = Context::with_options(&ContextOptions::default().backend(backend).redzone_bytes(redzone))
+        .unwrap_or_else(|e| panic!("a {backend:?}-backend context: {e}"));
+    load_test_kernels(&ctx);
+    ctx
+}
+
+/// True (after saying why on stderr) when the test only makes sense on the
+/// host backend; the caller returns early.
+pub fn skip_unless_host(ctx: &Context, why: &str) -> bool {
+    if ctx.backend() == Backend::Host {
+        return false;
+    }
+    eprintln!("skipped on {:?}: {why}", ctx.backend());
+    true
+}
+
+fn load_test_kernels(ctx: &Context) {
+    if ctx.backend() == Backend::Host {
+        register_host_kernels(ctx);
+        return;
+    }
+    let path = std::env::var("METRALE_TEST_KERNELS").unwrap_or_default();
+    assert!(!path.is_empty(), "METRALE_TEST_KERNELS must name test_kernels.fatbin on the {:?} backend", ctx.backend());
+    ctx.load_module_file("test_kernels", &path).unwrap_or_else(|e| panic!("loading {path}: {e}"));
 }
 
 /// fill_u32(uint32_t* p, uint32_t value, uint64_t n)
@@ -15,6 +55,17 @@ pub unsafe extern "C" fn fill_u32(call: *const sys::metrale_host_kernel_call_t, 
     let value: u32 = host_kernel_param(call, 1);
     let n: u64 = host_kernel_param(call, 2);
     std::slice::from_raw_parts_mut(p as *mut u32, n as usize).fill(value);
+    sys::METRALE_OK
+}
+
+/// overflow_write(uint8_t* p, uint64_t bytes, uint64_t extra, uint32_t value):
+/// the planted bug, writing `extra` bytes past the end.
+pub unsafe extern "C" fn overflow_write(call: *const sys::metrale_host_kernel_call_t, _: *mut c_void) -> sys::metrale_status_t {
+    let p: u64 = host_kernel_param(call, 0);
+    let bytes: u64 = host_kernel_param(call, 1);
+    let extra: u64 = host_kernel_param(call, 2);
+    let value: u32 = host_kernel_param(call, 3);
+    std::slice::from_raw_parts_mut(p as *mut u8, (bytes + extra) as usize).fill(value as u8);
     sys::METRALE_OK
 }
 
@@ -32,8 +83,9 @@ pub unsafe extern "C" fn mixed_params(call: *const sys::metrale_host_kernel_call
     sys::METRALE_OK
 }
 
-pub fn register(ctx: &Context) {
+fn register_host_kernels(ctx: &Context) {
     ctx.register_host_kernel("test_kernels", "fill_u32", fill_u32, &[8, 4, 8]).unwrap();
+    ctx.register_host_kernel("test_kernels", "overflow_write", overflow_write, &[8, 8, 8, 4]).unwrap();
     ctx.register_host_kernel("test_kernels", "mixed_params", mixed_params, &[1, 2, 4, 8, 4, 8, 1, 8])
         .unwrap();
 }
