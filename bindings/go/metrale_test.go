@@ -4,30 +4,68 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"metrale.dev/metrale"
 	"metrale.dev/metrale/internal/testkernels"
 )
 
-func hostContext(t *testing.T, redzone uint64) *metrale.Context {
+// testBackend is the backend METRALE_BACKEND asks for: host when unset.
+func testBackend(t *testing.T) metrale.Backend {
+	switch v := os.Getenv("METRALE_BACKEND"); v {
+	case "", "host":
+		return metrale.BackendHost
+	case "cuda":
+		return metrale.BackendCUDA
+	case "auto":
+		return metrale.BackendAuto
+	default:
+		t.Fatalf("METRALE_BACKEND=%s: expected host, cuda or auto", v)
+	}
+	return metrale.BackendHost
+}
+
+// testContext opens a context on the chosen backend with module
+// "test_kernels" ready: C host kernels on host, the fatbin named by
+// METRALE_TEST_KERNELS on cuda. Tests must not assume fresh device memory is
+// zero, nor that a device pointer is a host address.
+func testContext(t *testing.T, redzone uint64) *metrale.Context {
 	t.Helper()
 	o := metrale.DefaultOptions()
-	o.Backend = metrale.BackendHost
+	o.Backend = testBackend(t)
 	o.RedzoneBytes = redzone
 	ctx, err := metrale.NewContext(&o)
 	if err != nil {
-		t.Fatalf("NewContext: %v", err)
+		t.Fatalf("NewContext on the %v backend: %v", o.Backend, err)
 	}
 	t.Cleanup(func() { ctx.Close() })
-	if err := ctx.RegisterHostKernel("test_kernels", "fill_u32", testkernels.FillU32(), testkernels.FillU32Sizes); err != nil {
-		t.Fatal(err)
+	if ctx.Backend() != metrale.BackendHost {
+		path := os.Getenv("METRALE_TEST_KERNELS")
+		if path == "" {
+			t.Fatalf("METRALE_TEST_KERNELS must name test_kernels.fatbin on the %v backend", ctx.Backend())
+		}
+		if err := ctx.LoadModuleFile("test_kernels", path); err != nil {
+			t.Fatalf("loading %s: %v", path, err)
+		}
+		return ctx
 	}
-	if err := ctx.RegisterHostKernel("test_kernels", "mixed_params", testkernels.MixedParams(), testkernels.MixedParamsSizes); err != nil {
-		t.Fatal(err)
+	for _, k := range []struct {
+		name  string
+		fn    unsafe.Pointer
+		sizes []uint64
+	}{
+		{"fill_u32", testkernels.FillU32(), testkernels.FillU32Sizes},
+		{"overflow_write", testkernels.OverflowWrite(), testkernels.OverflowWriteSizes},
+		{"mixed_params", testkernels.MixedParams(), testkernels.MixedParamsSizes},
+	} {
+		if err := ctx.RegisterHostKernel("test_kernels", k.name, k.fn, k.sizes); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return ctx
 }
@@ -38,7 +76,7 @@ func thisLine() (string, int) {
 }
 
 func TestLedgerNamesTheCallersLine(t *testing.T) {
-	ctx := hostContext(t, 0)
+	ctx := testContext(t, 0)
 	file, line := thisLine()
 	buf, err := ctx.Alloc(400) // must be the line after thisLine()
 	if err != nil {
@@ -64,7 +102,7 @@ func TestLedgerNamesTheCallersLine(t *testing.T) {
 }
 
 func TestCopiesAndLaunch(t *testing.T) {
-	ctx := hostContext(t, 0)
+	ctx := testContext(t, 0)
 	buf, err := ctx.Alloc(64 * 4)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +136,7 @@ func TestCopiesAndLaunch(t *testing.T) {
 }
 
 func TestPackedLayoutMatchesTheKernel(t *testing.T) {
-	ctx := hostContext(t, 0)
+	ctx := testContext(t, 0)
 	out, _ := ctx.Alloc(7 * 8)
 	args := []interface{}{uint8(0xAB), uint16(0xBEEF), uint32(0xDEADBEEF), uint64(math.MaxUint64 - 1), float32(1.5), -2.25, int8(-7), out}
 	packed, err := metrale.PackArgs(args...)
@@ -124,7 +162,7 @@ func TestPackedLayoutMatchesTheKernel(t *testing.T) {
 }
 
 func TestWrongArgumentSizesAreErrors(t *testing.T) {
-	ctx := hostContext(t, 0)
+	ctx := testContext(t, 0)
 	buf, _ := ctx.Alloc(16)
 	k, _ := ctx.Kernel("test_kernels", "fill_u32")
 	cfg := metrale.LaunchConfig{Grid: metrale.D1(1), Block: metrale.D1(1)}
@@ -143,7 +181,7 @@ func TestWrongArgumentSizesAreErrors(t *testing.T) {
 }
 
 func TestNullishValuesAreErrors(t *testing.T) {
-	ctx := hostContext(t, 0)
+	ctx := testContext(t, 0)
 	if _, err := ctx.Alloc(0); !errors.Is(err, metrale.ErrInvalidArgument) {
 		t.Errorf("Alloc(0): %v", err)
 	}
@@ -179,7 +217,7 @@ func TestNullishValuesAreErrors(t *testing.T) {
 }
 
 func TestDoubleCloseAndUseAfterClose(t *testing.T) {
-	ctx := hostContext(t, 0)
+	ctx := testContext(t, 0)
 	buf, _ := ctx.Alloc(16)
 	s, _ := ctx.NewStream()
 	e, _ := ctx.NewEvent(true)
@@ -230,7 +268,7 @@ func TestDoubleCloseAndUseAfterClose(t *testing.T) {
 }
 
 func TestGraphCaptureAndReplay(t *testing.T) {
-	ctx := hostContext(t, 0)
+	ctx := testContext(t, 0)
 	buf, _ := ctx.Alloc(32 * 4)
 	k, _ := ctx.Kernel("test_kernels", "fill_u32")
 	s, _ := ctx.NewStream()
@@ -263,13 +301,16 @@ func TestGraphCaptureAndReplay(t *testing.T) {
 }
 
 func TestRedzoneOverflowIsReported(t *testing.T) {
-	ctx := hostContext(t, 64)
+	ctx := testContext(t, 64)
 	buf, _ := ctx.Alloc(32)
 	_, line := thisLine()
 	over, _ := ctx.Alloc(32)
 	k, _ := ctx.Kernel("test_kernels", "fill_u32")
 	// fill_u32 with n = 10 writes 40 bytes into a 32-byte buffer.
 	if err := k.Launch(metrale.LaunchConfig{Grid: metrale.D1(1), Block: metrale.D1(1)}, over, uint32(0x11111111), uint64(10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctx.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
 	v, err := ctx.RedzoneScan()
@@ -282,6 +323,56 @@ func TestRedzoneOverflowIsReported(t *testing.T) {
 	_ = buf
 }
 
+func TestRedzoneOverflowFromOverflowWrite(t *testing.T) {
+	ctx := testContext(t, 64)
+	_, line := thisLine()
+	buf, _ := ctx.Alloc(32)
+	k, err := ctx.Kernel("test_kernels", "overflow_write")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The planted bug: 5 bytes past the end, into the pad.
+	if err := k.Launch(metrale.LaunchConfig{Grid: metrale.D1(1), Block: metrale.D1(64)}, buf, uint64(32), uint64(5), uint32(0x22)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctx.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := ctx.RedzoneScan()
+	if err != nil || len(v) != 1 {
+		t.Fatalf("RedzoneScan: %v %v", v, err)
+	}
+	if v[0].Ptr != buf.Ptr() || v[0].Line != line+1 || v[0].FirstBadOffset != 0 || v[0].BadBytes != 5 || v[0].Found != 0x22 {
+		t.Fatalf("violation %+v", v[0])
+	}
+}
+
+// Registration itself: C functions under a second module name.
+func TestHostKernelsRegisterUnderTheirModule(t *testing.T) {
+	ctx := testContext(t, 0)
+	if ctx.Backend() != metrale.BackendHost {
+		t.Skipf("skipped on %v: host kernels are registered C functions; a %v context loads device code", ctx.Backend(), ctx.Backend())
+	}
+	if err := ctx.RegisterHostKernel("mine", "fill", testkernels.FillU32(), testkernels.FillU32Sizes); err != nil {
+		t.Fatal(err)
+	}
+	if !ctx.HasModule("mine") {
+		t.Fatal("HasModule(mine) after RegisterHostKernel")
+	}
+	buf, _ := ctx.Alloc(8 * 4)
+	k, err := ctx.Kernel("mine", "fill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Launch(metrale.LaunchConfig{Grid: metrale.D1(1), Block: metrale.D1(1)}, buf, uint32(3), uint64(8)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]uint32, 8)
+	if err := metrale.Download(buf, got); err != nil || got[7] != 3 {
+		t.Fatalf("after the launch: %v %v", got, err)
+	}
+}
+
 func TestLogCallbackRunsGoCode(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
@@ -291,7 +382,7 @@ func TestLogCallbackRunsGoCode(t *testing.T) {
 		mu.Unlock()
 	})
 	defer metrale.SetLogCallback(nil)
-	ctx := hostContext(t, 0)
+	ctx := testContext(t, 0)
 	if _, err := ctx.Alloc(8); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +401,7 @@ func TestLogCallbackRunsGoCode(t *testing.T) {
 }
 
 func TestConcurrentErrorsKeepTheirMessages(t *testing.T) {
-	ctx := hostContext(t, 0)
+	ctx := testContext(t, 0)
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)

@@ -1,5 +1,6 @@
 // Package testkernels holds host-backend kernels for the tests (test files
-// cannot use cgo themselves): C equivalents of tests/kernels/test_kernels.cu.
+// cannot use cgo themselves): C equivalents of tests/kernels/test_kernels.cu,
+// whose fatbin the tests load instead on the cuda backend.
 package testkernels
 
 /*
@@ -13,6 +14,15 @@ static metrale_status_t fill_u32(const metrale_host_kernel_call_t* call, void* u
   uint32_t value = *(const uint32_t*)call->params[1];
   uint64_t n = *(const uint64_t*)call->params[2];
   for (uint64_t i = 0; i < n; i++) p[i] = value;
+  return METRALE_OK;
+}
+
+static metrale_status_t overflow_write(const metrale_host_kernel_call_t* call, void* user) {
+  (void)user;
+  uint8_t* p = *(uint8_t* const*)call->params[0];
+  uint64_t end = *(const uint64_t*)call->params[1] + *(const uint64_t*)call->params[2];
+  uint32_t value = *(const uint32_t*)call->params[3];
+  for (uint64_t i = 0; i < end; i++) p[i] = (uint8_t)value;
   return METRALE_OK;
 }
 
@@ -32,6 +42,7 @@ static metrale_status_t mixed_params(const metrale_host_kernel_call_t* call, voi
 }
 
 static void* fill_u32_ptr(void) { return (void*)fill_u32; }
+static void* overflow_write_ptr(void) { return (void*)overflow_write; }
 static void* mixed_params_ptr(void) { return (void*)mixed_params; }
 */
 import "C"
@@ -41,11 +52,16 @@ import "unsafe"
 // FillU32 is fill_u32(uint32_t* p, uint32_t value, uint64_t n); sizes 8, 4, 8.
 func FillU32() unsafe.Pointer { return C.fill_u32_ptr() }
 
+// OverflowWrite is overflow_write(uint8_t* p, uint64_t bytes, uint64_t extra,
+// uint32_t value): writes p[0 .. bytes+extra), the planted overflow.
+func OverflowWrite() unsafe.Pointer { return C.overflow_write_ptr() }
+
 // MixedParams is mixed_params(u8, u16, u32, u64, f32, f64, i8, u64* out).
 func MixedParams() unsafe.Pointer { return C.mixed_params_ptr() }
 
 // FillU32Sizes and MixedParamsSizes are the kernels' parameter sizes.
 var (
-	FillU32Sizes     = []uint64{8, 4, 8}
-	MixedParamsSizes = []uint64{1, 2, 4, 8, 4, 8, 1, 8}
+	FillU32Sizes       = []uint64{8, 4, 8}
+	OverflowWriteSizes = []uint64{8, 8, 8, 4}
+	MixedParamsSizes   = []uint64{1, 2, 4, 8, 4, 8, 1, 8}
 )
