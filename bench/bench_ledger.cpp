@@ -4,7 +4,7 @@
 // metrale_alloc + metrale_free path, including the host backend's own
 // allocation of the bytes. malloc+free of the same size is measured beside
 // it so the ledger's share can be read off.
-// Usage: bench_ledger [OUT.json] [host|cuda]   (default host)
+// Usage: bench_ledger [host|cuda] [OUT.json]   (either order; default host, stdout)
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -32,10 +32,13 @@ bool ok(metrale_status_t st, const char* call) {
 
 int main(int argc, char** argv) {
   Report report("bench_ledger");
-  const std::string backend = argc > 2 ? argv[2] : "host";
-  if (backend != "host" && backend != "cuda") {
-    std::fprintf(stderr, "bench_ledger: backend must be host or cuda, not %s\n", backend.c_str());
-    return 2;
+  std::string backend = "host", out = "-";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "host" || arg == "cuda")
+      backend = arg;
+    else
+      out = arg;
   }
   for (const char* var : {"METRALE_BACKEND", "METRALE_REDZONE", "METRALE_CHECKED",
                           "METRALE_LAUNCH_TRACE", "METRALE_KERNEL_TIMING", "METRALE_DEBUG_SYNC"})
@@ -47,7 +50,7 @@ int main(int argc, char** argv) {
   metrale_context_t* ctx = nullptr;
   if (!ok(metrale_context_create(&opts, &ctx), "metrale_context_create")) {
     report.skip("ledger", std::string("no ") + backend + " context: " + metrale_last_error_message());
-    return report.write(output_path(argc, argv)) ? 0 : 1;
+    return report.write(out) ? 0 : 1;
   }
   metrale_device_info_t info;
   if (metrale_device_info(ctx, &info) == METRALE_OK) report.meta("device_name", info.name);
@@ -103,6 +106,7 @@ int main(int argc, char** argv) {
                  " other allocations live";
       if (e.variant == "library") {
         e.side = "library";
+        e.raw_ref = group + "/malloc_free";
         e.note = path_note;
         if (n == 1000000) e.target = {Target::ABS_NS, 100};
       } else {
@@ -145,5 +149,5 @@ int main(int argc, char** argv) {
   }
   for (auto p : live) metrale_free(ctx, p);
   metrale_context_destroy(ctx);
-  return report.write(output_path(argc, argv)) ? 0 : 1;
+  return report.write(out) ? 0 : 1;
 }
