@@ -4,7 +4,9 @@
 //! may point at an install's `lib/pkgconfig` or at a Meson build directory's
 //! `meson-uninstalled` folder. Every `-L` directory becomes a native search
 //! path and an rpath, so test binaries and examples run without
-//! LD_LIBRARY_PATH.
+//! LD_LIBRARY_PATH. The rpath is written as RUNPATH (--enable-new-dtags),
+//! so LD_LIBRARY_PATH still wins where a binary is carried to another
+//! machine (scripts/gpu-bindings-prep.sh).
 
 use std::env;
 use std::process::Command;
@@ -38,7 +40,7 @@ fn main() {
     for flag in flags.split_whitespace() {
         if let Some(dir) = flag.strip_prefix("-L") {
             println!("cargo:rustc-link-search=native={dir}");
-            println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+            println!("cargo:rustc-link-arg=-Wl,--enable-new-dtags,-rpath,{dir}");
             println!("cargo:libdir={dir}");
         } else if let Some(lib) = flag.strip_prefix("-l") {
             linked_self |= lib == PACKAGE;

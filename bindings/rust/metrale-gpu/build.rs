@@ -6,6 +6,6 @@
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_METRALE_GPU_LIBDIR");
     if let Ok(dir) = std::env::var("DEP_METRALE_GPU_LIBDIR") {
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+        println!("cargo:rustc-link-arg=-Wl,--enable-new-dtags,-rpath,{dir}");
     }
 }
