@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{skip_unless_host, test_ctx};
+use common::{capture_or_scan_lock, skip_unless_host, test_ctx};
 use metrale_gpu::{sys, Level, Status};
 use std::sync::{Arc, Mutex};
 
@@ -131,6 +131,7 @@ fn handles_from_another_context_are_refused() {
 
 #[test]
 fn graph_captures_and_replays() {
+    let _serial = capture_or_scan_lock();
     let ctx = test_ctx(0);
     let k = ctx.kernel("test_kernels", "fill_u32").unwrap();
     let buf = ctx.alloc::<u32>(64).unwrap();
@@ -150,6 +151,7 @@ fn graph_captures_and_replays() {
 
 #[test]
 fn redzone_overflow_is_reported_with_the_site() {
+    let _serial = capture_or_scan_lock();
     let ctx = test_ctx(64);
     let line = line!() + 1;
     let buf = ctx.alloc::<u8>(32).unwrap();
@@ -166,6 +168,7 @@ fn redzone_overflow_is_reported_with_the_site() {
 
 #[test]
 fn redzone_overflow_from_a_kernel_is_reported() {
+    let _serial = capture_or_scan_lock();
     let ctx = test_ctx(64);
     let k = ctx.kernel("test_kernels", "overflow_write").unwrap();
     let line = line!() + 1;

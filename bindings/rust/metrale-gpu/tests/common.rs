@@ -9,6 +9,7 @@
 
 use metrale_gpu::{host_kernel_param, sys, Backend, Context, ContextOptions};
 use std::ffi::c_void;
+use std::sync::{Mutex, MutexGuard};
 
 /// The backend METRALE_BACKEND asks for: host when unset.
 pub fn wanted_backend() -> Backend {
@@ -37,6 +38,16 @@ pub fn skip_unless_host(ctx: &Context, why: &str) -> bool {
     }
     eprintln!("skipped on {:?}: {why}", ctx.backend());
     true
+}
+
+/// CUDA forbids synchronizing a whole context while any of its streams is
+/// capturing (the capture is invalidated), and a red-zone scan on cuda
+/// begins with cuCtxSynchronize. The tests run on several threads sharing
+/// the device's primary context, so those that capture and those that scan
+/// hold this lock.
+pub fn capture_or_scan_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn load_test_kernels(ctx: &Context) {
