@@ -92,7 +92,8 @@ def main():
 
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git("rev-parse", "HEAD"),
+        # BENCH_GIT_COMMIT: for a copy of the tree without .git (a GPU machine).
+        "git_commit": os.environ.get("BENCH_GIT_COMMIT") or git("rev-parse", "HEAD"),
         "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
         "hostname": socket.gethostname(),
         "label": a.label,

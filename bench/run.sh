@@ -11,7 +11,8 @@
 # from C++ (built here against python3's torch package) and torch/CuPy from
 # Python. A part that cannot run leaves a "skipped" entry saying why.
 # Without a driver it runs bench_ledger on the host backend only and says so.
-# BENCH_LABEL names the machine in the results (e.g. "2-core CI machine").
+# BENCH_LABEL names the machine in the results (e.g. "2-core CI machine");
+# BENCH_GIT_COMMIT gives the commit where the tree has no .git.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-bench}
@@ -104,12 +105,17 @@ if [ "$have_gpu" = 1 ]; then
     for d in "$site"/nvidia/cuda_runtime/include "$site"/nvidia/cu*/include /usr/local/cuda/include; do
       if [ -f "$d/cuda_runtime_api.h" ]; then cuda_inc=$d; break; fi
     done
+    # libc10_cuda finds libcudart through its own RUNPATH at run time; ld
+    # need not resolve it at link time.
+    rpath_links=()
+    for d in "$site"/nvidia/*/lib; do [ -d "$d" ] && rpath_links+=("-Wl,-rpath-link,$d"); done
     echo "bench: building torch_alloc against $torch_dir (ABI $abi, cuda headers ${cuda_inc:-none})" >&2
     if g++ -std=c++17 -O2 -D_GLIBCXX_USE_CXX11_ABI="$abi" \
          -I bench/common -isystem "$torch_dir/include" \
          -isystem "$torch_dir/include/torch/csrc/api/include" ${cuda_inc:+-isystem "$cuda_inc"} \
          bench/anchors/torch_alloc.cpp bench/common/bench_stats.cpp bench/common/bench_json.cpp \
          -L "$torch_dir/lib" -lc10_cuda -lc10 -Wl,-rpath,"$torch_dir/lib" \
+         -Wl,--allow-shlib-undefined "${rpath_links[@]}" \
          -o "$torch_exe" 2> "$work/torch_build.err"; then
       run_part torch_alloc "$torch_exe"
     else
