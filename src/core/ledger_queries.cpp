@@ -84,7 +84,9 @@ size_t metrale_context::sweep() {
     metrale::core::Counters::bump(counters_.free_bytes, e.bytes);
     // On a lost context the free may fail too; the entry is gone either way.
     try {
-      device([&] { backend_->mem_free(ptr); });
+      // A copy: lambdas capturing structured bindings are C++20 (clang refuses them).
+      const uint64_t address = ptr;
+      device([&] { backend_->mem_free(address); });
     } catch (const std::exception& ex) {
       metrale::core::log().debug("sweep: freeing {} failed: {}", metrale::core::hex(ptr),
                                  ex.what());

@@ -41,8 +41,9 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
     if (mismatches[i] == 0) continue;
     const auto& [ptr, e] = padded[i];
     pad_bytes.assign(e.pad, 0);
+    const size_t pad = e.pad;  // lambdas capturing structured bindings are C++20
     device([&] {
-      backend_->copy_d2h_async(pad_bytes.data(), zones[i].ptr, e.pad, default_stream_->handle);
+      backend_->copy_d2h_async(pad_bytes.data(), zones[i].ptr, pad, default_stream_->handle);
     });
     sync(default_stream_->handle, "red-zone scan");
     metrale_redzone_violation_t v{};
