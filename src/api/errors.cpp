@@ -1,6 +1,7 @@
 // Status names, the thread-local message, the version and logging setup.
 #include "api/guard.hpp"
 #include "core/log.hpp"
+#include "core/raw_enum.hpp"
 
 namespace metrale::api {
 namespace {
@@ -20,7 +21,7 @@ void set_last_error(const char* message) {
 using metrale::api::guarded;
 
 METRALE_API const char* metrale_status_name(metrale_status_t status) {
-  switch (status) {
+  switch (metrale::core::raw_enum(status)) {
     case METRALE_OK: return "METRALE_OK";
     case METRALE_ERROR_INVALID_ARGUMENT: return "METRALE_ERROR_INVALID_ARGUMENT";
     case METRALE_ERROR_OUT_OF_MEMORY: return "METRALE_ERROR_OUT_OF_MEMORY";
@@ -52,9 +53,10 @@ METRALE_API metrale_status_t metrale_version(int* major, int* minor, int* patch)
 
 METRALE_API metrale_status_t metrale_log_set_level(metrale_log_level_t level) {
   return guarded([&] {
-    if (static_cast<int>(level) < METRALE_LOG_TRACE || static_cast<int>(level) > METRALE_LOG_OFF) {
+    const int raw = metrale::core::raw_enum(level);
+    if (raw < METRALE_LOG_TRACE || raw > METRALE_LOG_OFF) {
       metrale::fail(METRALE_ERROR_INVALID_ARGUMENT,
-                    "level is " + std::to_string(static_cast<int>(level)) +
+                    "level is " + std::to_string(raw) +
                         ", not a metrale_log_level_t (0..6)");
     }
     metrale::core::set_log_level(level);

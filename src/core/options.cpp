@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/error.hpp"
+#include "core/raw_enum.hpp"
 
 namespace metrale::core {
 namespace {
@@ -59,10 +60,11 @@ metrale_context_options_t resolve_options(const metrale_context_options_t* given
                " (call metrale_context_options_init first)");
     }
     o = *given;
-    if (o.backend != METRALE_BACKEND_AUTO && o.backend != METRALE_BACKEND_CUDA &&
-        o.backend != METRALE_BACKEND_HOST) {
+    const int backend = raw_enum(o.backend);
+    if (backend != METRALE_BACKEND_AUTO && backend != METRALE_BACKEND_CUDA &&
+        backend != METRALE_BACKEND_HOST) {
       fail(METRALE_ERROR_INVALID_ARGUMENT,
-           "opts->backend is " + std::to_string(static_cast<int>(o.backend)) +
+           "opts->backend is " + std::to_string(backend) +
                ", not a metrale_backend_t");
     }
     if (o.device < 0) {

@@ -10,7 +10,7 @@ namespace metrale::backend::host {
 namespace {
 
 // The library's own status names; the backend layer cannot call the api's.
-const char* status_name(metrale_status_t status) {
+const char* status_name(int status) {
   switch (status) {
     case METRALE_OK:
       return "METRALE_OK";
@@ -122,7 +122,11 @@ void KernelCall::run(FaultLatch& fault) const {
     call.params = caller_params;
   }
 
-  const metrale_status_t status = f.fn(&call, f.user);
+  // The kernel is the caller's code and may return any int: read the bits,
+  // since loading an out-of-range value through the enum type is undefined.
+  const metrale_status_t returned = f.fn(&call, f.user);
+  int status;
+  std::memcpy(&status, &returned, sizeof status);
   if (status == METRALE_OK) return;
   if (status == METRALE_ERROR_CONTEXT_LOST) {
     std::string message = "host kernel " + f.label + " reported a sticky device fault";
@@ -136,7 +140,7 @@ void KernelCall::run(FaultLatch& fault) const {
              std::to_string(static_cast<int>(status)),
          static_cast<int>(status));
   }
-  fail(status, "host kernel " + f.label + " returned " + name);
+  fail(static_cast<metrale_status_t>(status), "host kernel " + f.label + " returned " + name);
 }
 
 }  // namespace metrale::backend::host
