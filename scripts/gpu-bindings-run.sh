@@ -51,6 +51,17 @@ if [ "$backend" = cuda ] && [ ! -s "$kernels" ]; then
   exit 1
 fi
 
+# The library needs spdlog and fmt; on the GPU machine they come from the
+# Debian packages brought along in .gpu-deps/, as scripts/gpu-test.sh does.
+missing() { LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$build/libmetrale_gpu.so.0" | grep 'not found'; }
+if missing >/dev/null && [ -f "$root/.gpu-deps/unpack-deps.sh" ]; then
+  echo "gpu-bindings-run: the library's dependencies are not found; unpacking .gpu-deps"
+  eval "$(bash "$root/.gpu-deps/unpack-deps.sh")" || exit 1
+fi
+if missing; then
+  echo "gpu-bindings-run: $build/libmetrale_gpu.so.0 needs the libraries above (bring .gpu-deps/ along)" >&2
+  exit 1
+fi
 export LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export METRALE_BACKEND="$backend" METRALE_TEST_KERNELS="$kernels"
 echo "gpu-bindings-run: backend $backend, library $(readlink -f "$build/libmetrale_gpu.so.0")"
