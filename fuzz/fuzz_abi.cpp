@@ -1,0 +1,87 @@
+// libFuzzer entry: one host-backend context per input, its options from the
+// first bytes, then up to 512 ABI calls chosen by the rest, each checked
+// against the model (fuzz_model.hpp), the ledger compared after every call,
+// and a teardown that either frees everything (ledger must reach zero) or
+// destroys the context with everything still live (LeakSanitizer checks that
+// the library let go of it all).
+#include <cstdlib>
+
+#include "fuzz_state.hpp"
+
+namespace {
+
+void quiet(metrale_log_level_t, const char*, void*) {}
+
+void teardown(fuzz::State& st) {
+  using namespace fuzz;
+  for (metrale_stream_t* s : st.streams)
+    expect(metrale_graph_abort_capture(st.ctx, s), unless_lost_ok(st), "abort_capture");
+  expect(metrale_graph_abort_capture(st.ctx, nullptr), unless_lost_ok(st), "abort_capture");
+  for (metrale_graph_t* g : st.graphs) expect(metrale_graph_destroy(st.ctx, g), want_ok(), "graph_destroy");
+  for (const Event& e : st.events) expect(metrale_event_destroy(st.ctx, e.e), want_ok(), "event_destroy");
+  for (metrale_stream_t* s : st.streams)
+    expect(metrale_stream_destroy(st.ctx, s), want_ok(), "stream_destroy");
+  for (const Alloc& a : st.m.allocs)
+    expect(a.ledger ? metrale_free(st.ctx, a.ptr) : metrale_free_arena(st.ctx, a.ptr),
+           unless_lost_ok(st), "free at teardown");
+  for (const Pinned& p : st.m.pinned)
+    expect(metrale_host_free_pinned(st.ctx, p.ptr), want_ok(), "host_free_pinned");
+  if (st.m.registered)
+    expect(metrale_host_unregister(st.ctx, st.m.registered), want_ok(), "host_unregister");
+  size_t count = 1, bytes = 1;
+  expect(metrale_live_count(st.ctx, &count), want_ok(), "live_count");
+  expect(metrale_live_bytes(st.ctx, &bytes), want_ok(), "live_bytes");
+  if (!st.m.lost && (count != 0 || bytes != 0))
+    violated("ledger not empty after freeing everything", "teardown", METRALE_OK);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // The options struct is what the input chooses: no environment overrides.
+  for (const char* v : {"METRALE_BACKEND", "METRALE_DEVICE", "METRALE_REDZONE",
+                        "METRALE_REDZONE_MIN_IDX", "METRALE_CHECKED", "METRALE_DEBUG_SYNC",
+                        "METRALE_LAUNCH_TRACE", "METRALE_KERNEL_TIMING", "METRALE_LOG"})
+    unsetenv(v);
+  metrale_log_set_callback(quiet, nullptr);
+  metrale_log_set_level(METRALE_LOG_OFF);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace fuzz;
+  Bytes in(data, size);
+  const uint8_t flags = in.u8();
+  metrale_context_options_t opts;
+  expect(metrale_context_options_init(&opts), want_ok(), "options_init");
+  opts.backend = METRALE_BACKEND_HOST;
+  static const size_t pads[] = {0, 8, 32, 256};
+  opts.checked_pointers = flags & 1;
+  opts.redzone_bytes = pads[(flags >> 1) & 3];
+  opts.redzone_min_index = in.pick(4);
+  opts.debug_sync = (flags >> 3) & 1;
+  opts.launch_trace = (flags >> 4) & 1;
+  opts.kernel_timing = (flags >> 5) & 1;
+  if ((flags >> 6) & 1) opts.trace_capacity = 1 + in.pick(8);
+
+  State st;
+  st.m.checked = opts.checked_pointers != 0;
+  expect(metrale_context_create(&opts, &st.ctx), want_ok(), "context_create");
+  expect(metrale_context_create(&opts, &st.other), want_ok(), "context_create other");
+  setup_kernels(st);
+
+  for (int i = 0; i < 512 && !in.empty(); ++i) {
+    unsigned op = static_cast<unsigned>(in.pick(kMemoryOps + kCopyOps + kWorkOps + kKernelOps + kQueryOps));
+    if (op < kMemoryOps) op_memory(st, in, op);
+    else if ((op -= kMemoryOps) < kCopyOps) op_copy(st, in, op);
+    else if ((op -= kCopyOps) < kWorkOps) op_work(st, in, op);
+    else if ((op -= kWorkOps) < kKernelOps) op_kernel(st, in, op);
+    else op_query(st, in, op - kKernelOps);
+    check_ledger(st, "an operation");
+  }
+
+  if ((flags >> 7) & 1) teardown(st);
+  expect(metrale_context_destroy(st.ctx), want_ok(), "context_destroy");
+  expect(metrale_context_destroy(st.other), want_ok(), "context_destroy other");
+  return 0;
+}
