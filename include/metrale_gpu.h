@@ -361,7 +361,11 @@ metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count)
 /* Red zones                                                           */
 /* ------------------------------------------------------------------ */
 
-/** Checks every pad in one pass. *count gets the number of overwritten pads;
+/** Checks every pad in one pass, after waiting for the work on the context's
+ *  streams that are not capturing (work on streams this library did not
+ *  create, e.g. the CUDA runtime's, must be finished by the caller; the
+ *  device context as a whole is not synchronized, so a capture on another
+ *  thread goes on). *count gets the number of overwritten pads;
  *  up to cap of them, oldest first, go to out (out may be NULL when cap is
  *  0). METRALE_OK when none is overwritten (and when red zones are off);
  *  METRALE_ERROR_REDZONE_CORRUPTED when any is (the message names the first).

@@ -161,6 +161,7 @@ struct metrale_context {
   [[noreturn]] void fail_after_probe(const metrale::Error& e, const std::string& what);
   // backend stream_synchronize, counted, faults probed.
   void sync(StreamHandle h, const char* what);
+  void settle_streams_before_scan();
   void check_range(DevPtr p, size_t bytes, const char* what) const;
   void trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t b, uint64_t c);
   void fill_pads(const std::vector<metrale::backend::Range>& pads);

@@ -6,6 +6,7 @@
 #include "core/context.hpp"
 #include "core/format.hpp"
 
+using metrale::Error;
 using metrale::fail;
 using metrale::backend::Range;
 
@@ -19,6 +20,28 @@ std::string byte_hex(uint8_t b) {
 
 }  // namespace
 
+// Pads are written (or overrun) by work on the context's streams: let it
+// finish before the scan reads them. Capturing streams are left alone (a
+// sync would break the capture), and so is the whole device context: a
+// cuCtxSynchronize would invalidate a capture running on another thread.
+void metrale_context::settle_streams_before_scan() {
+  for (metrale_stream* st : streams_.alive()) {
+    bool capturing = true;
+    try {
+      capturing = backend_->stream_is_capturing(st->handle);
+    } catch (const Error& e) {
+      if (e.status() == METRALE_ERROR_CONTEXT_LOST) fail_after_probe(e, "red-zone scan: ");
+    }
+    if (capturing) continue;
+    try {
+      sync(st->handle, "red-zone scan");
+    } catch (const Error& e) {
+      // Destroyed by another thread since the snapshot: nothing to wait for.
+      if (e.status() != METRALE_ERROR_INVALID_ARGUMENT) throw;
+    }
+  }
+}
+
 void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap, size_t* count) {
   fault_.check();
   auto padded = ledger_.padded_by_seq();
@@ -26,6 +49,7 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
     *count = 0;
     return;
   }
+  settle_streams_before_scan();
   std::vector<Range> zones;
   zones.reserve(padded.size());
   for (const auto& [ptr, e] : padded) zones.push_back(Range{ptr + e.bytes, e.pad});

@@ -122,10 +122,8 @@ void CudaBackend::pattern_count(const Range* ranges, size_t n, uint8_t byte,
   make_current();
   std::lock_guard<std::mutex> lock(redzone_mutex_);
   redzone_prepare();
-  // The pads are written (or overrun) by work on the caller's streams, which
-  // our non-blocking stream does not wait for: let it all finish first. A
-  // sticky fault from that work surfaces here as CONTEXT_LOST.
-  check(api_.ctxSynchronize(), "cuCtxSynchronize", "before the red-zone scan");
+  // Core has waited for the context's streams (not the whole device context:
+  // that would break a capture on another thread).
   if (redzone_count_ != nullptr) {
     redzone_reserve(n);
     redzone_upload(ranges, n);
