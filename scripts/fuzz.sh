@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:?usage: scripts/fuzz.sh <seconds> [libFuzzer args...]}
 shift
-build=${FUZZ_BUILD_DIR:-build-fuzz}
+build=$(realpath -m "${FUZZ_BUILD_DIR:-build-fuzz}")
 jobs=${FUZZ_JOBS:-$(nproc)}
 san_args="-fno-sanitize-recover=all -fsanitize=fuzzer-no-link"
 
@@ -30,7 +30,7 @@ harness="$build/fuzz_abi"
 newest_src=$(ls -t fuzz/*.cpp fuzz/*.hpp "$build"/libmetrale_gpu.so* 2>/dev/null | head -1)
 if [ ! -x "$harness" ] || [ "$newest_src" -nt "$harness" ]; then
   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -Iinclude fuzz/*.cpp -L"$build" -lmetrale_gpu -Wl,-rpath,"$PWD/$build" -o "$harness" || exit 1
+    -Iinclude fuzz/*.cpp -L"$build" -lmetrale_gpu -Wl,-rpath,"$build" -o "$harness" || exit 1
 fi
 
 mkdir -p "$build/corpus" "$build/artifacts"
