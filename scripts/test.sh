@@ -14,4 +14,18 @@ fi
 ninja -C "$build" || exit 1
 rm -f "$build/meson-logs/testlog.json"
 meson test -C "$build" --print-errorlogs --num-processes "$(nproc)" "$@"
-python3 scripts/summarize-tests.py "$build/meson-logs/testlog.json"
+logs=("$build/meson-logs/testlog.json")
+# The reliability checks (scripts/ci-extra.sh: ASan+UBSan, TSan, valgrind, a
+# fuzz pass), each a Meson test in its own testlog; skipped when the caller
+# picked tests or set METRALE_CI_EXTRA=0.
+extra_rc=0
+if [ $# -eq 0 ] && [ "${METRALE_CI_EXTRA:-1}" != 0 ]; then
+  list="$build/meson-logs/ci-extra-testlogs.txt"
+  rm -f "$list"
+  CI_EXTRA_LOGLIST="$list" bash scripts/ci-extra.sh "$build" || extra_rc=$?
+  if [ -f "$list" ]; then mapfile -t -O ${#logs[@]} logs <"$list"; fi
+fi
+python3 scripts/summarize-tests.py "${logs[@]}"
+rc=$?
+[ $extra_rc -eq 0 ] || rc=1
+exit $rc
