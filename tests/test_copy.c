@@ -263,6 +263,107 @@ static void checked_pointers_refuse_freed_memory(void** state) {
   mt_close(ctx);
 }
 
+/* Every copy, memset and 2D copy whose range runs past a live allocation is
+ * OUT_OF_BOUNDS, its message names that allocation (address, size and the
+ * site it was made at), and nothing moved: the destination, the red zones and
+ * the host buffer are as they were. */
+#define OOB_CASE(expr, site)                                       \
+  do {                                                             \
+    MT_STATUS((expr), METRALE_ERROR_OUT_OF_BOUNDS);                \
+    MT_MESSAGE_HAS(site);                                          \
+    MT_MESSAGE_HAS("past the end");                                \
+  } while (0)
+
+static void checked_pointers_name_the_allocation_and_move_nothing(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.checked_pointers = 1;
+  o.redzone_bytes = 256; /* a failed check would land in a pad, and the scan would say so */
+  metrale_context_t* ctx = mt_open(&o);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t a = 0, b = 0;
+  MT_OK(metrale_alloc_at(ctx, N, "oob_site_a.c", 101, &a));
+  MT_OK(metrale_alloc_at(ctx, N, "oob_site_b.c", 202, &b));
+  MT_OK(metrale_memset(ctx, a, 0x10, N));
+  MT_OK(metrale_memset(ctx, b, 0x20, N));
+  unsigned char host[2 * N];
+  memset(host, 0x99, sizeof host);
+  const metrale_devptr_t a_tail = a + N - 8, b_tail = b + N - 8; /* 8 bytes in, 8 past */
+  const char* A = "oob_site_a.c:101";
+  const char* B = "oob_site_b.c:202";
+
+  OOB_CASE(metrale_copy_h2d(ctx, host, 16, a_tail), A);
+  OOB_CASE(metrale_copy_h2d_async(ctx, host, 16, a_tail, s), A);
+  OOB_CASE(metrale_copy_h2d_async_retained(ctx, host, 16, a_tail, s), A);
+  OOB_CASE(metrale_copy_d2h(ctx, a_tail, host, 16), A);
+  OOB_CASE(metrale_copy_d2h_on_stream(ctx, a_tail, host, 16, s), A);
+  OOB_CASE(metrale_copy_d2h_async(ctx, a_tail, host, 16, s), A);
+  /* d2d: a bad source, then a bad destination, each naming its own buffer. */
+  OOB_CASE(metrale_copy_d2d(ctx, a_tail, b, 16), A);
+  OOB_CASE(metrale_copy_d2d(ctx, a, b_tail, 16), B);
+  OOB_CASE(metrale_copy_d2d_async(ctx, a_tail, b, 16, s), A);
+  OOB_CASE(metrale_copy_d2d_async(ctx, a, b_tail, 16, s), B);
+  OOB_CASE(metrale_copy_d2d(ctx, a, b, N + 1), A);
+  /* 2D: 8 rows of 64 bytes at a pitch of 128 span 960 bytes; from +128 they
+   * run 64 bytes past the end. */
+  OOB_CASE(metrale_copy_d2d_2d_async(ctx, a + 128, 128, b, 128, 64, 8, s), A);
+  OOB_CASE(metrale_copy_d2d_2d_async(ctx, a, 128, b + 128, 128, 64, 8, s), B);
+  OOB_CASE(metrale_copy_d2d_2d_async(ctx, a, 128, b, 138, 64, 8, s), B); /* 7*138+64 = 1030 */
+  OOB_CASE(metrale_memset(ctx, b_tail, 0, 16), B);
+  OOB_CASE(metrale_memset_async(ctx, b_tail, 0, 16, s), B);
+  OOB_CASE(metrale_memset(ctx, b, 0, N + 1), B);
+  /* A range so long that ptr + bytes wraps around the address space. */
+  MT_STATUS(metrale_memset(ctx, a + 8, 0, SIZE_MAX - 4), METRALE_ERROR_OUT_OF_BOUNDS);
+  MT_STATUS(metrale_copy_d2d(ctx, a, b + 8, SIZE_MAX), METRALE_ERROR_OUT_OF_BOUNDS);
+  MT_OK(metrale_stream_synchronize(ctx, s));
+
+  unsigned char want[N];
+  memset(want, 0x10, N);
+  void* got = mt_read_device(ctx, a, N);
+  assert_memory_equal(got, want, N);
+  free(got);
+  memset(want, 0x20, N);
+  got = mt_read_device(ctx, b, N);
+  assert_memory_equal(got, want, N);
+  free(got);
+  for (size_t i = 0; i < sizeof host; ++i) assert_int_equal(host[i], 0x99);
+  size_t n = 1;
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n));
+  assert_int_equal(n, 0);
+
+  MT_OK(metrale_free(ctx, a));
+  MT_OK(metrale_free(ctx, b));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+/* A range in no allocation names the closest one and how far away it is. On
+ * the host backend every block has a gap after it, so one byte before b is
+ * closer to b than to anything else. */
+static void checked_pointers_name_the_closest_allocation(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.checked_pointers = 1;
+  metrale_context_t* ctx = mt_open(&o);
+  mt_require_host(ctx);
+  metrale_devptr_t b = 0;
+  MT_OK(metrale_alloc_at(ctx, 64, "closest_site.c", 7, &b));
+  unsigned char host[16];
+  memset(host, 0x5c, sizeof host);
+  MT_STATUS(metrale_copy_d2h(ctx, b - 1, host, 1), METRALE_ERROR_OUT_OF_BOUNDS);
+  MT_MESSAGE_HAS("closest_site.c:7");
+  MT_MESSAGE_HAS("1 bytes before its start");
+  MT_STATUS(metrale_memset(ctx, b + 64 + 3, 0, 1), METRALE_ERROR_OUT_OF_BOUNDS);
+  MT_MESSAGE_HAS("closest_site.c:7");
+  MT_MESSAGE_HAS("3 bytes past its end");
+  for (size_t i = 0; i < sizeof host; ++i) assert_int_equal(host[i], 0x5c);
+  MT_OK(metrale_free(ctx, b));
+  MT_STATUS(metrale_memset(ctx, b, 0, 1), METRALE_ERROR_OUT_OF_BOUNDS);
+  MT_MESSAGE_HAS("none is live");
+  mt_close(ctx);
+}
+
 static void host_backend_refuses_foreign_ranges(void** state) {
   (void)state;
   metrale_context_t* ctx = mt_open(NULL);
@@ -288,6 +389,8 @@ int main(void) {
       cmocka_unit_test(zero_byte_copies_are_no_ops),
       cmocka_unit_test(checked_pointers_refuse_out_of_bounds),
       cmocka_unit_test(checked_pointers_refuse_freed_memory),
+      cmocka_unit_test(checked_pointers_name_the_allocation_and_move_nothing),
+      cmocka_unit_test(checked_pointers_name_the_closest_allocation),
       cmocka_unit_test(host_backend_refuses_foreign_ranges),
   };
   return MT_RUN(tests);
