@@ -72,6 +72,9 @@ void scan(State& st, Bytes& in) {
   std::vector<metrale_redzone_violation_t> out(cap);
   metrale_status_t s = metrale_redzone_scan(st.ctx, cap ? out.data() : nullptr, cap, &count);
   if (st.m.lost) return (void)expect(s, want_any(), "redzone_scan");
+  // The scan reads the pads on the default stream: refused while it captures.
+  if (metrale_stream_is_capturing(st.ctx, nullptr))
+    return (void)expect(s, want_ok_or(METRALE_ERROR_CAPTURE), "redzone_scan while capturing");
   expect(s, count ? want_status(METRALE_ERROR_REDZONE_CORRUPTED) : want_ok(), "redzone_scan");
   if (count < dirty || count > dirty + unknown) {
     std::fprintf(stderr, "scan found %zu, model: %zu dirty, %zu unknown\n", count, dirty, unknown);
@@ -97,7 +100,13 @@ void poison(State& st, Bytes& in) {
   uint64_t lo = in.pick(40), hi = in.pick(5) == 0 ? in.u64() : lo + in.pick(40);
   if (in.pick(8) == 0) std::swap(lo, hi);
   Want w = lo > hi ? want_status(METRALE_ERROR_INVALID_ARGUMENT) : unless_lost_ok(st);
+  if (metrale_stream_is_capturing(st.ctx, nullptr)) w = want_any();
   if (expect(metrale_redzone_poison(st.ctx, lo, hi), w, "redzone_poison") != METRALE_OK) return;
+  if (metrale_stream_is_capturing(st.ctx, nullptr)) {  // recorded, not run: pads unknown
+    for (Alloc& a : st.m.allocs)
+      if (a.ledger && a.pad) a.pad_state = Pad::Unknown;
+    return;
+  }
   for (Alloc& a : st.m.allocs)
     if (a.ledger && a.seq >= lo && a.seq < hi) a.pad_state = Pad::Clean;
 }
