@@ -8,7 +8,7 @@
 
 #include "test_support.h"
 
-typedef struct {
+typedef struct fx {
   metrale_context_t* ctx;  /* live */
   metrale_context_t* bad;  /* NULL or a destroyed context, per case */
   metrale_devptr_t p, freed, arena;
@@ -18,6 +18,8 @@ typedef struct {
   metrale_event_t* e;
   metrale_event_t* e2;
   metrale_event_t* dead_event;
+  metrale_event_t* unrecorded;  /* timing, never recorded */
+  metrale_event_t* no_timing;   /* recorded, timing disabled */
   metrale_graph_t* g;
   metrale_graph_t* dead_graph;
   metrale_kernel_t* k;
@@ -47,6 +49,21 @@ static metrale_status_t noop_kernel(const metrale_host_kernel_call_t* call, void
   (void)user;
   return METRALE_OK;
 }
+
+/* A host kernel answering a status outside the enum. */
+static metrale_status_t bogus_status_kernel(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  (void)user;
+  metrale_status_t bogus;
+  int bits = 43;
+  memcpy(&bogus, &bits, sizeof bogus);
+  return bogus;
+}
+
+/* Rows that need a capture in progress: the call under test is made while
+ * f->s captures, then the capture is aborted (a success, which leaves the
+ * failed call's message in place). */
+static metrale_status_t while_capturing(void* fp, int which);
 
 static const metrale_dim3_t ONE = {1, 1, 1};
 static const metrale_dim3_t ZERO_X = {0, 1, 1};
@@ -233,7 +250,47 @@ static const size_t ONE_SIZE[1] = {8};
   X(graph_end_not_capturing, METRALE_ERROR_CAPTURE, metrale_graph_end_capture(f->ctx, f->s, &f->gout)) \
   X(log_level_out_of_enum, INV, metrale_log_set_level((metrale_log_level_t)99))             \
   X(alloc_report_short, METRALE_ERROR_BUFFER_TOO_SMALL,                                     \
-    metrale_alloc_report(f->ctx, 0, 0, f->text, 2, &f->n))
+    metrale_alloc_report(f->ctx, 0, 0, f->text, 2, &f->n))                                  \
+  X(kernel_audit_read_short, METRALE_ERROR_BUFFER_TOO_SMALL,                                \
+    metrale_kernel_audit_read(f->ctx, f->audit, 1, &f->n))                                  \
+  X(counters_bad_struct_size, INV,                                                          \
+    (f->counters.struct_size = 3, metrale_counters(f->ctx, &f->counters)))                  \
+  X(launch_packed_wrong_size, INV,                                                          \
+    metrale_launch_packed(f->ctx, f->k, ONE, ONE, 0, f->s, f->host, 8))                     \
+  X(launch_packed_null_args, INV,                                                           \
+    metrale_launch_packed(f->ctx, f->k, ONE, ONE, 0, f->s, NULL, 8))                        \
+  X(elapsed_unrecorded, INV, metrale_event_elapsed_ms(f->ctx, f->e, f->unrecorded, &f->ms)) \
+  X(elapsed_no_timing, INV, metrale_event_elapsed_ms(f->ctx, f->no_timing, f->e2, &f->ms))  \
+  X(begin_capture_twice, METRALE_ERROR_CAPTURE, while_capturing(f, 0))                      \
+  X(synchronize_capturing, METRALE_ERROR_CAPTURE, while_capturing(f, 1))                    \
+  X(abort_then_end, METRALE_ERROR_CAPTURE, while_capturing(f, 2))                           \
+  X(host_register_twice, INV, metrale_host_register(f->ctx, f->pinned, 64))                 \
+  X(module_load_file_missing, NF,                                                          \
+    metrale_module_load_file(f->ctx, "m", "/no/such/dir/module.fatbin"))
+
+/* Host backend only: device ranges it never handed out, modules it cannot
+ * load, a host kernel answering a status outside the enum. */
+#define HOST_VALUE_CASES(X)                                                                \
+  X(copy_h2d_foreign, INV, metrale_copy_h2d(f->ctx, f->host, 16, 0x10))                     \
+  X(copy_d2h_foreign, INV, metrale_copy_d2h(f->ctx, 0x10, f->host, 16))                     \
+  X(copy_d2h_on_stream_foreign, INV,                                                        \
+    metrale_copy_d2h_on_stream(f->ctx, 0x10, f->host, 16, f->s))                            \
+  X(copy_d2h_async_foreign, INV, metrale_copy_d2h_async(f->ctx, 0x10, f->host, 16, f->s))   \
+  X(copy_h2d_async_foreign, INV, metrale_copy_h2d_async(f->ctx, f->host, 16, 0x10, f->s))   \
+  X(copy_h2d_retained_foreign, INV,                                                         \
+    metrale_copy_h2d_async_retained(f->ctx, f->host, 16, 0x10, f->s))                       \
+  X(copy_d2d_foreign_dst, INV, metrale_copy_d2d(f->ctx, f->p, 0x10, 16))                    \
+  X(copy_d2d_async_foreign_src, INV, metrale_copy_d2d_async(f->ctx, 0x10, f->p, 16, f->s))  \
+  X(copy_d2d_freed, INV, metrale_copy_d2d(f->ctx, f->p, f->freed, 16))                      \
+  X(copy_2d_foreign, INV, metrale_copy_d2d_2d_async(f->ctx, 0x10, 32, f->p, 32, 16, 2, f->s)) \
+  X(copy_2d_span_overflows, INV,                                                            \
+    metrale_copy_d2d_2d_async(f->ctx, f->p, SIZE_MAX / 2, f->p, 32, 16, 4, f->s))           \
+  X(memset_foreign, INV, metrale_memset(f->ctx, 0x10, 0, 16))                               \
+  X(memset_async_past_end, INV, metrale_memset_async(f->ctx, f->p, 0, (size_t)1 << 40, f->s)) \
+  X(copy_h2d_wraps, INV, metrale_copy_h2d(f->ctx, f->host, SIZE_MAX, f->p + 8))             \
+  X(module_load_data_on_host, METRALE_ERROR_UNSUPPORTED,                                   \
+    metrale_module_load_data(f->ctx, "garbage", f->host, sizeof f->host))                   \
+  X(kernel_bogus_status, METRALE_ERROR_DRIVER, launch_bogus(f))
 
 /* Handles destroyed before the call. */
 #define HANDLE_CASES(X)                                                                    \
@@ -256,6 +313,33 @@ static const size_t ONE_SIZE[1] = {8};
   X(graph_launch_dead, metrale_graph_launch(f->ctx, f->dead_graph, f->s))                   \
   X(graph_destroy_dead, metrale_graph_destroy(f->ctx, f->dead_graph))
 
+static metrale_status_t launch_bogus(fx_t* f) {
+  metrale_kernel_t* k = NULL;
+  if (metrale_kernel_get(f->ctx, "bad_input_mod", "bogus", &k) != METRALE_OK) {
+    MT_OK(metrale_module_register_host_params(f->ctx, "bad_input_mod", "bogus",
+                                              bogus_status_kernel, NULL, ONE_SIZE, 0));
+    MT_OK(metrale_kernel_get(f->ctx, "bad_input_mod", "bogus", &k));
+  }
+  return metrale_launch(f->ctx, k, ONE, ONE, 0, f->s, NULL);
+}
+
+static metrale_status_t while_capturing(void* fp, int which) {
+  fx_t* f = fp;
+  MT_OK(metrale_graph_begin_capture(f->ctx, f->s));
+  metrale_status_t got;
+  if (which == 0) {
+    got = metrale_graph_begin_capture(f->ctx, f->s);
+  } else if (which == 1) {
+    got = metrale_stream_synchronize(f->ctx, f->s);
+  } else {
+    MT_OK(metrale_graph_abort_capture(f->ctx, f->s));
+    got = metrale_graph_end_capture(f->ctx, f->s, &f->gout);
+    return got; /* nothing to abort */
+  }
+  MT_OK(metrale_graph_abort_capture(f->ctx, f->s));
+  return got;
+}
+
 #define DEFINE_CTX(name, expr) \
   static metrale_status_t ctx_##name(fx_t* f) { return (expr); }
 #define DEFINE_VAL(name, want, expr) \
@@ -265,6 +349,7 @@ static const size_t ONE_SIZE[1] = {8};
 CONTEXT_CASES(DEFINE_CTX)
 NULL_CASES(DEFINE_VAL)
 VALUE_CASES(DEFINE_VAL)
+HOST_VALUE_CASES(DEFINE_VAL)
 HANDLE_CASES(DEFINE_HANDLE)
 
 typedef struct {
@@ -279,6 +364,7 @@ typedef struct {
 static const row_t context_rows[] = {CONTEXT_CASES(ROW_CTX)};
 static const row_t null_rows[] = {NULL_CASES(ROW_VAL)};
 static const row_t value_rows[] = {VALUE_CASES(ROW_VAL)};
+static const row_t host_value_rows[] = {HOST_VALUE_CASES(ROW_VAL)};
 static const row_t handle_rows[] = {HANDLE_CASES(ROW_HANDLE)};
 
 /* --- fixture ---------------------------------------------------------------- */
@@ -298,6 +384,9 @@ static void fx_open(fx_t* f) {
   MT_OK(metrale_event_create(f->ctx, METRALE_EVENT_DEFAULT, &f->e2));
   MT_OK(metrale_event_record(f->ctx, f->e, f->s));
   MT_OK(metrale_event_record(f->ctx, f->e2, f->s));
+  MT_OK(metrale_event_create(f->ctx, METRALE_EVENT_DEFAULT, &f->unrecorded));
+  MT_OK(metrale_event_create(f->ctx, METRALE_EVENT_DISABLE_TIMING, &f->no_timing));
+  MT_OK(metrale_event_record(f->ctx, f->no_timing, f->s));
   MT_OK(metrale_event_create(f->ctx, METRALE_EVENT_DEFAULT, &f->dead_event));
   MT_OK(metrale_event_destroy(f->ctx, f->dead_event));
   MT_OK(metrale_graph_begin_capture(f->ctx, f->s));
@@ -327,6 +416,8 @@ static void fx_close(fx_t* f) {
   MT_OK(metrale_graph_destroy(f->ctx, f->g));
   MT_OK(metrale_event_destroy(f->ctx, f->e));
   MT_OK(metrale_event_destroy(f->ctx, f->e2));
+  MT_OK(metrale_event_destroy(f->ctx, f->unrecorded));
+  MT_OK(metrale_event_destroy(f->ctx, f->no_timing));
   MT_OK(metrale_stream_destroy(f->ctx, f->s));
   MT_OK(metrale_host_free_pinned(f->ctx, f->pinned));
   MT_OK(metrale_free_arena(f->ctx, f->arena));
@@ -387,6 +478,7 @@ static void destroyed_context(void** state) {
   assert_int_equal(metrale_has_module(f.bad, "m"), 0);
   assert_null(metrale_default_stream(f.bad));
   assert_int_equal(metrale_stream_is_capturing(f.bad, f.s), 1);
+  assert_int_equal(metrale_context_backend(f.bad), METRALE_BACKEND_AUTO);
   metrale_status_t again = metrale_context_destroy(f.bad);
   if (again != INV && again != NF) {
     print_message("  row context_destroy_twice got %s\n", metrale_status_name(again));
@@ -437,8 +529,76 @@ static void bad_values(void** state) {
   fx_t f;
   fx_open(&f);
   int wrong = run_rows(&f, ROWS(value_rows), METRALE_OK);
+  if (mt_is_host(f.ctx)) {
+    wrong += run_rows(&f, ROWS(host_value_rows), METRALE_OK);
+  } else {
+    metrale_status_t s = metrale_module_register_host(f.ctx, "m4", "f", noop_kernel, NULL);
+    if (s != METRALE_ERROR_UNSUPPORTED) {
+      print_message("  row register_host_on_cuda got %s\n", metrale_status_name(s));
+      ++wrong;
+    }
+  }
   fx_close(&f);
   assert_int_equal(wrong, 0);
+}
+
+/* The functions without a context: out-of-enum values, NULL arguments. */
+static void context_free_functions(void** state) {
+  (void)state;
+  MT_OK(metrale_version(NULL, NULL, NULL));
+  int major = -1;
+  MT_OK(metrale_version(&major, NULL, NULL));
+  assert_int_equal(major, METRALE_VERSION_MAJOR);
+  MT_OK(metrale_log_set_callback(NULL, NULL));
+  int bits[] = {-1, 14, 43, 1 << 30};
+  for (size_t i = 0; i < sizeof bits / sizeof bits[0]; ++i) {
+    metrale_status_t bogus;
+    memcpy(&bogus, &bits[i], sizeof bogus);
+    assert_string_equal(metrale_status_name(bogus), "METRALE_UNKNOWN_STATUS");
+    metrale_log_level_t level;
+    memcpy(&level, &bits[i], sizeof level);
+    MT_STATUS(metrale_log_set_level(level), INV);
+  }
+  assert_non_null(metrale_last_error_message());
+  assert_string_equal(metrale_status_name(METRALE_ERROR_INTERNAL), "METRALE_ERROR_INTERNAL");
+}
+
+/* metrale_context_create refuses bad options and malformed environment
+ * variables, leaving *out alone. */
+static void context_create_refuses_bad_options(void** state) {
+  (void)state;
+  metrale_context_t* sentinel = (metrale_context_t*)(uintptr_t)0x5151;
+  metrale_context_t* out = sentinel;
+  metrale_context_options_t o = mt_options();
+  o.struct_size = 3;
+  MT_STATUS(metrale_context_create(&o, &out), INV);
+  o = mt_options();
+  int bogus_backend = 7;
+  memcpy(&o.backend, &bogus_backend, sizeof o.backend);
+  MT_STATUS(metrale_context_create(&o, &out), INV);
+  o = mt_options();
+  o.device = -1;
+  MT_STATUS(metrale_context_create(&o, &out), INV);
+  static const char* const bad_env[][2] = {
+      {"METRALE_BACKEND", "gpu"},     {"METRALE_REDZONE", "lots"}, {"METRALE_CHECKED", "2"},
+      {"METRALE_DEVICE", "-3"},       {"METRALE_LOG", "loud"},     {"METRALE_DEBUG_SYNC", "yes"},
+      {"METRALE_REDZONE_MIN_IDX", "x"},
+  };
+  for (size_t i = 0; i < sizeof bad_env / sizeof bad_env[0]; ++i) {
+    const char* old = getenv(bad_env[i][0]);
+    char* saved = old ? strdup(old) : NULL;
+    setenv(bad_env[i][0], bad_env[i][1], 1);
+    metrale_status_t s = metrale_context_create(NULL, &out);
+    if (saved) {
+      setenv(bad_env[i][0], saved, 1);
+      free(saved);
+    } else {
+      unsetenv(bad_env[i][0]);
+    }
+    if (s != INV) print_message("  %s=%s\n", bad_env[i][0], bad_env[i][1]);
+    MT_STATUS(s, INV);
+  }
+  assert_ptr_equal(out, sentinel);
 }
 
 static void destroyed_handles(void** state) {
@@ -476,6 +636,8 @@ int main(void) {
       cmocka_unit_test(bad_values),
       cmocka_unit_test(destroyed_handles),
       cmocka_unit_test(the_context_still_works_afterwards),
+      cmocka_unit_test(context_free_functions),
+      cmocka_unit_test(context_create_refuses_bad_options),
   };
   return MT_RUN(tests);
 }
