@@ -36,6 +36,11 @@ void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
   site.live_count += 1;
   live_bytes_ += entry.bytes;
   slack_bytes_ += entry.reserved - entry.bytes - entry.pad;
+  if (entry.pad > 0) {
+    entry.pad_slot = static_cast<uint32_t>(pads_.size());
+    pads_.push_back(backend::Range{ptr + entry.bytes, entry.pad});
+    pad_owners_.push_back(ptr);
+  }
   entries_[ptr] = entry;
 }
 
@@ -49,9 +54,43 @@ bool Ledger::take(DevPtr ptr, LedgerEntry* out) {
   site.live_count -= 1;
   live_bytes_ -= e.bytes;
   slack_bytes_ -= e.reserved - e.bytes - e.pad;
+  if (e.pad > 0) {
+    const uint32_t slot = e.pad_slot;
+    if (slot + 1 != pads_.size()) {
+      pads_[slot] = pads_.back();
+      pad_owners_[slot] = pad_owners_.back();
+      entries_[pad_owners_[slot]].pad_slot = slot;
+    }
+    pads_.pop_back();
+    pad_owners_.pop_back();
+  }
   *out = e;
   entries_.erase(it);
   return true;
+}
+
+bool Ledger::lookup(DevPtr ptr, LedgerEntry* out) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(ptr);
+  if (it == entries_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+void Ledger::pads(std::vector<backend::Range>* pads, std::vector<DevPtr>* owners) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  *pads = pads_;
+  *owners = pad_owners_;
+}
+
+std::vector<backend::Range> Ledger::pads_with_seq(uint64_t lo, uint64_t hi) const {
+  std::vector<backend::Range> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t i = 0; i < pads_.size(); ++i) {
+    const uint64_t seq = entries_.at(pad_owners_[i]).seq;
+    if (seq >= lo && seq < hi) out.push_back(pads_[i]);
+  }
+  return out;
 }
 
 bool Ledger::find_containing(DevPtr p, DevPtr* base, LedgerEntry* out) const {
@@ -103,18 +142,6 @@ std::vector<std::pair<DevPtr, LedgerEntry>> Ledger::by_seq() const {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     out.assign(entries_.begin(), entries_.end());
-  }
-  sort_by_seq(out);
-  return out;
-}
-
-std::vector<std::pair<DevPtr, LedgerEntry>> Ledger::padded_by_seq() const {
-  std::vector<std::pair<DevPtr, LedgerEntry>> out;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& kv : entries_) {
-      if (kv.second.pad > 0) out.push_back(kv);
-    }
   }
   sort_by_seq(out);
   return out;

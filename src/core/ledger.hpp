@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "metrale_gpu.h"
 
 namespace metrale::core {
@@ -27,6 +28,7 @@ struct LedgerEntry {
   uint64_t seq = 0;
   uint32_t site = 0;
   metrale_alloc_kind_t kind = METRALE_ALLOC_DEVICE;
+  uint32_t pad_slot = 0;  // index in the pad table (when pad > 0); the ledger sets it
 };
 
 struct SiteUsage {
@@ -56,8 +58,13 @@ class Ledger {
 
   // Live entries ordered by seq, oldest first.
   std::vector<std::pair<DevPtr, LedgerEntry>> by_seq() const;
-  // Only the entries with a red-zone pad, oldest first.
-  std::vector<std::pair<DevPtr, LedgerEntry>> padded_by_seq() const;
+  // The entry keyed exactly by ptr; false when it is not live.
+  bool lookup(DevPtr ptr, LedgerEntry* out) const;
+  // Every live red-zone pad and the allocation it follows, in no order: a
+  // flat copy, so a scan costs no walk or sort of the ledger.
+  void pads(std::vector<backend::Range>* pads, std::vector<DevPtr>* owners) const;
+  // The pads of live allocations whose seq lies in [lo, hi).
+  std::vector<backend::Range> pads_with_seq(uint64_t lo, uint64_t hi) const;
   // Sites holding live memory, most bytes first.
   std::vector<SiteUsage> sites_by_bytes() const;
 
@@ -94,6 +101,9 @@ class Ledger {
   mutable std::mutex mutex_;
   SiteCacheSlot site_cache_[kSiteCacheSlots];
   std::unordered_map<DevPtr, LedgerEntry> entries_;
+  // The pad table, dense: a freed slot takes the last one's place.
+  std::vector<backend::Range> pads_;
+  std::vector<DevPtr> pad_owners_;
   std::deque<Site> sites_;  // deque: a Site's file string never moves
   std::unordered_map<SiteKey, uint32_t, SiteKeyHash> site_ids_;
   size_t live_bytes_ = 0;

@@ -1,5 +1,6 @@
 // Red-zone scan and poison: one batched backend pass over every pad, and a
 // host copy only of the pads that came back dirty.
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -44,15 +45,14 @@ void metrale_context::settle_streams_before_scan() {
 
 void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap, size_t* count) {
   fault_.check();
-  auto padded = ledger_.padded_by_seq();
-  if (padded.empty()) {
+  std::vector<Range> zones;
+  std::vector<DevPtr> owners;
+  ledger_.pads(&zones, &owners);
+  if (zones.empty()) {
     *count = 0;
     return;
   }
   settle_streams_before_scan();
-  std::vector<Range> zones;
-  zones.reserve(padded.size());
-  for (const auto& [ptr, e] : padded) zones.push_back(Range{ptr + e.bytes, e.pad});
   std::vector<uint32_t> mismatches(zones.size(), 0);
   device([&] {
     backend_->pattern_count(zones.data(), zones.size(), METRALE_REDZONE_PATTERN,
@@ -63,15 +63,16 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
   std::vector<uint8_t> pad_bytes;
   for (size_t i = 0; i < zones.size(); ++i) {
     if (mismatches[i] == 0) continue;
-    const auto& [ptr, e] = padded[i];
+    metrale::core::LedgerEntry e;
+    if (!ledger_.lookup(owners[i], &e)) continue;  // freed by another thread since
     pad_bytes.assign(e.pad, 0);
-    const size_t pad = e.pad;  // lambdas capturing structured bindings are C++20
+    const Range zone = zones[i];
     device([&] {
-      backend_->copy_d2h_async(pad_bytes.data(), zones[i].ptr, pad, default_stream_->handle);
+      backend_->copy_d2h_async(pad_bytes.data(), zone.ptr, zone.bytes, default_stream_->handle);
     });
     sync(default_stream_->handle, "red-zone scan");
     metrale_redzone_violation_t v{};
-    v.ptr = ptr;
+    v.ptr = owners[i];
     v.bytes = e.bytes;
     v.seq = e.seq;
     v.file = ledger_.site_file(e.site);
@@ -91,6 +92,8 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
     if (first) v.bad_bytes = mismatches[i];
     found.push_back(v);
   }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.seq < b.seq; });
   for (size_t i = 0; i < found.size() && i < cap; ++i) out[i] = found[i];
   *count = found.size();
   if (!found.empty()) {
@@ -111,10 +114,7 @@ void metrale_context::redzone_poison(uint64_t lo, uint64_t hi) {
          "lo (" + std::to_string(lo) + ") is greater than hi (" + std::to_string(hi) + ")");
   }
   fault_.check();
-  std::vector<Range> zones;
-  for (const auto& [ptr, e] : ledger_.padded_by_seq()) {
-    if (e.seq >= lo && e.seq < hi) zones.push_back(Range{ptr + e.bytes, e.pad});
-  }
+  std::vector<Range> zones = ledger_.pads_with_seq(lo, hi);
   if (zones.empty()) return;
   device([&] { backend_->pattern_fill(zones.data(), zones.size(), METRALE_REDZONE_PATTERN); });
 }
