@@ -113,7 +113,11 @@ class CudaBackend final : public Backend {
   bool redzone_module_tried_ = false;
   CUdeviceptr redzone_scratch_ = 0;  // ranges, then counts
   size_t redzone_scratch_bytes_ = 0;
-  std::vector<unsigned char> redzone_host_;  // staging for uploads and counts
+  std::vector<unsigned char> redzone_host_;  // the fallback's copies of the pads
+  // Page-locked staging for range uploads and count downloads: a pageable
+  // buffer would cost the driver a bounce copy on every scan.
+  unsigned char* redzone_staging_ = nullptr;
+  size_t redzone_staging_bytes_ = 0;
 };
 
 }  // namespace metrale::backend::cuda_impl

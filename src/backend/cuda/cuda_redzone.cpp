@@ -72,7 +72,17 @@ void CudaBackend::redzone_prepare() {
 
 void CudaBackend::redzone_reserve(size_t n) {
   const size_t need = n * (sizeof(DeviceRange) + sizeof(uint32_t));
-  if (redzone_host_.size() < need) redzone_host_.resize(need);
+  if (need > redzone_staging_bytes_) {
+    const size_t bytes = std::max<size_t>({need, 2 * redzone_staging_bytes_, 4096});
+    if (redzone_staging_ != nullptr) api_.memFreeHost(redzone_staging_);
+    redzone_staging_ = nullptr;
+    redzone_staging_bytes_ = 0;
+    void* staging = nullptr;
+    check(api_.memHostAlloc(&staging, bytes, 0), "cuMemHostAlloc",
+          "staging for the red-zone pass");
+    redzone_staging_ = static_cast<unsigned char*>(staging);
+    redzone_staging_bytes_ = bytes;
+  }
   if (need <= redzone_scratch_bytes_) return;
   if (redzone_scratch_ != 0) {
     api_.memFree(redzone_scratch_);
@@ -86,7 +96,7 @@ void CudaBackend::redzone_reserve(size_t n) {
 }
 
 void CudaBackend::redzone_upload(const Range* ranges, size_t n) {
-  auto* staged = reinterpret_cast<DeviceRange*>(redzone_host_.data());
+  auto* staged = reinterpret_cast<DeviceRange*>(redzone_staging_);
   for (size_t i = 0; i < n; ++i) staged[i] = DeviceRange{ranges[i].ptr, ranges[i].bytes};
   check(api_.memcpyHtoDAsync(redzone_scratch_, staged, n * sizeof(DeviceRange), redzone_stream_),
         "cuMemcpyHtoDAsync_v2");
@@ -97,7 +107,10 @@ void CudaBackend::pattern_fill(const Range* ranges, size_t n, uint8_t byte) {
   make_current();
   std::lock_guard<std::mutex> lock(redzone_mutex_);
   redzone_prepare();
-  if (redzone_fill_ != nullptr) {
+  // A few ranges (an allocation's own pad) are cheaper as memsets than as an
+  // upload plus a launch.
+  constexpr size_t kMemsetUpTo = 4;
+  if (redzone_fill_ != nullptr && n > kMemsetUpTo) {
     redzone_reserve(n);
     redzone_upload(ranges, n);
     CUdeviceptr device_ranges = redzone_scratch_;
@@ -136,7 +149,7 @@ void CudaBackend::pattern_count(const Range* ranges, size_t n, uint8_t byte,
     check(api_.launchKernel(redzone_count_, blocks, 1, 1, kThreadsPerBlock, 1, 1, 0,
                             redzone_stream_, params, nullptr),
           "cuLaunchKernel", "metrale_redzone_count");
-    unsigned char* host_counts = redzone_host_.data() + n * sizeof(DeviceRange);
+    unsigned char* host_counts = redzone_staging_ + n * sizeof(DeviceRange);
     check(api_.memcpyDtoHAsync(host_counts, device_counts, n * sizeof(uint32_t),
                                redzone_stream_),
           "cuMemcpyDtoHAsync_v2", "red-zone counts");
@@ -168,11 +181,14 @@ void CudaBackend::redzone_release() noexcept {
   std::lock_guard<std::mutex> lock(redzone_mutex_);
   if (redzone_module_ != nullptr) api_.moduleUnload(redzone_module_);
   if (redzone_scratch_ != 0) api_.memFree(redzone_scratch_);
+  if (redzone_staging_ != nullptr) api_.memFreeHost(redzone_staging_);
   if (redzone_stream_ != nullptr) api_.streamDestroy(redzone_stream_);
   redzone_module_ = nullptr;
   redzone_fill_ = redzone_count_ = nullptr;
   redzone_scratch_ = 0;
   redzone_scratch_bytes_ = 0;
+  redzone_staging_ = nullptr;
+  redzone_staging_bytes_ = 0;
   redzone_stream_ = nullptr;
 }
 
