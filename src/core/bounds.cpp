@@ -26,33 +26,36 @@ std::string describe(uint64_t base, const Region& r) {
 }  // namespace
 
 void BoundsIndex::check(uint64_t ptr, size_t bytes, const char* what) const {
-  std::string range = std::string(what) + " [" + hex(ptr) + ", +" + std::to_string(bytes) + ")";
   std::lock_guard<std::mutex> lock(mutex_);
   auto next = regions_.upper_bound(ptr);
+  // The message is built only on failure: this runs on every checked copy.
+  const auto range = [&] {
+    return std::string(what) + " [" + hex(ptr) + ", +" + std::to_string(bytes) + ")";
+  };
   if (next != regions_.begin()) {
     auto prev = std::prev(next);
     uint64_t off = ptr - prev->first;
     if (off < prev->second.bytes && bytes <= prev->second.bytes - off) return;
     if (off < prev->second.bytes) {
       fail(METRALE_ERROR_OUT_OF_BOUNDS,
-           range + " runs " + std::to_string(bytes - (prev->second.bytes - off)) +
+           range() + " runs " + std::to_string(bytes - (prev->second.bytes - off)) +
                " bytes past the end of the allocation " + describe(prev->first, prev->second));
     }
     uint64_t past = off - prev->second.bytes;
     bool prev_closer = next == regions_.end() || past <= next->first - ptr;
     if (prev_closer) {
       fail(METRALE_ERROR_OUT_OF_BOUNDS,
-           range + " is outside every live allocation; closest: " +
+           range() + " is outside every live allocation; closest: " +
                describe(prev->first, prev->second) + ", " + std::to_string(past) +
                " bytes past its end");
     }
   }
   if (next != regions_.end()) {
     fail(METRALE_ERROR_OUT_OF_BOUNDS,
-         range + " is outside every live allocation; closest: " + describe(next->first, next->second) +
+         range() + " is outside every live allocation; closest: " + describe(next->first, next->second) +
              ", " + std::to_string(next->first - ptr) + " bytes before its start");
   }
-  fail(METRALE_ERROR_OUT_OF_BOUNDS, range + " is outside every live allocation (none is live)");
+  fail(METRALE_ERROR_OUT_OF_BOUNDS, range() + " is outside every live allocation (none is live)");
 }
 
 }  // namespace metrale::core
