@@ -85,9 +85,24 @@ class CudaBackend final : public Backend {
 
  private:
   // Makes the primary context current on the calling thread when it is not.
-  void make_current();
-  // Throws for a failed call, remembering a sticky fault for the destructor.
-  void check(CUresult rc, const char* function, const std::string& detail = std::string());
+  // Checked on every call rather than cached per thread: Go moves goroutines
+  // between OS threads, and other libraries on the same thread may set their
+  // own context in between. cuCtxGetCurrent only reads thread-local state.
+  void make_current() {
+    CUcontext current = nullptr;
+    if (api_.ctxGetCurrent(&current) == CUDA_SUCCESS && current == context_) return;
+    set_current();
+  }
+  void set_current();
+  // Throw for a failed call, remembering a sticky fault for the destructor.
+  // Inline, and no string is built unless the call failed: they wrap every
+  // driver call on the launch and copy paths.
+  void check(CUresult rc, const char* function, const char* detail = "") {
+    if (rc != CUDA_SUCCESS) raise(rc, function, std::string(detail));
+  }
+  void check(CUresult rc, const char* function, const std::string& detail) {
+    if (rc != CUDA_SUCCESS) raise(rc, function, detail);
+  }
   [[noreturn]] void raise(CUresult rc, const char* function,
                           const std::string& detail = std::string());
 

@@ -79,18 +79,7 @@ CudaBackend::~CudaBackend() {
   }
 }
 
-void CudaBackend::make_current() {
-  // Checked on every call rather than cached per thread: Go moves goroutines
-  // between OS threads, and other libraries on the same thread may set their
-  // own context in between. cuCtxGetCurrent only reads thread-local state.
-  CUcontext current = nullptr;
-  if (api_.ctxGetCurrent(&current) == CUDA_SUCCESS && current == context_) return;
-  check(api_.ctxSetCurrent(context_), "cuCtxSetCurrent");
-}
-
-void CudaBackend::check(CUresult rc, const char* function, const std::string& detail) {
-  if (rc != CUDA_SUCCESS) raise(rc, function, detail);
-}
+void CudaBackend::set_current() { check(api_.ctxSetCurrent(context_), "cuCtxSetCurrent"); }
 
 void CudaBackend::raise(CUresult rc, const char* function, const std::string& detail) {
   if (is_sticky(rc)) faulted_.store(true);
