@@ -102,7 +102,8 @@ if [ "$have_gpu" = 1 ]; then
     abi=$(python3 -c 'import torch;print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
     site=$(dirname "$torch_dir")
     cuda_inc=""
-    for d in "$site"/nvidia/cuda_runtime/include "$site"/nvidia/cu*/include /usr/local/cuda/include; do
+    # The full toolkit first: the pip-packaged headers lack crt/host_config.h.
+    for d in /usr/local/cuda/include "$site"/nvidia/cuda_runtime/include "$site"/nvidia/cu*/include; do
       if [ -f "$d/cuda_runtime_api.h" ]; then cuda_inc=$d; break; fi
     done
     # libc10_cuda finds libcudart through its own RUNPATH at run time; ld
