@@ -46,7 +46,7 @@ else
   if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" -Dtests=false || exit 1
   fi
-  ninja -C "$build" bench/bench_ledger || exit 1
+  ninja -C "$build" bench/bench_ledger bench/bench_ledger_core || exit 1
 fi
 if [ ! -x "$build/bench/bench_ledger" ]; then
   echo "bench: $build/bench/bench_ledger was not built: does meson.build have subdir('bench')?" >&2
@@ -95,6 +95,7 @@ if [ "$have_gpu" = 1 ]; then
     run_part "bench_$part" "$build/bench/bench_$part"
   done
   run_part bench_ledger "$build/bench/bench_ledger" host
+  run_part bench_ledger_core "$build/bench/bench_ledger_core"
 
   # Anchor: PyTorch's caching allocator from C++, built against python3's torch.
   torch_exe="$build/bench/torch_alloc"
@@ -135,6 +136,7 @@ else
   gpu=host
   label=${BENCH_LABEL:-"host backend, $(nproc)-CPU $(hostname) (no GPU)"}
   run_part bench_ledger "$build/bench/bench_ledger" host
+  run_part bench_ledger_core "$build/bench/bench_ledger_core"
 fi
 
 slug=$(printf '%s' "$gpu" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-*//; s/-*$//')
