@@ -12,7 +12,7 @@
 #
 #   scripts/ci-extra.sh [main-build-dir]      (default: build)
 # Knobs: CI_EXTRA_SKIP="asan tsan valgrind fuzz" (any subset), FUZZ_SECONDS
-# (default 60), TSAN_STRESS_OPS (default 20000), VALGRIND_STRESS_OPS (default 10000).
+# (default 60), TSAN_STRESS_OPS (default 50000), VALGRIND_STRESS_OPS (default 50000).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 main=${1:-build}
@@ -83,7 +83,7 @@ if ! skipped tsan; then
   step "TSan build, stress and threads suites"
   if setup_once build-tsan -Db_sanitize=thread -Dkernels=disabled &&
       build_suites build-tsan 'stress|threads'; then
-    METRALE_STRESS_OPS=${TSAN_STRESS_OPS:-20000} TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    METRALE_STRESS_OPS=${TSAN_STRESS_OPS:-50000} TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
       run_tests build-tsan tsan --suite stress --suite threads
   else
     echo "ci-extra: the TSan build failed" >&2
@@ -96,7 +96,7 @@ if ! skipped valgrind; then
   if command -v valgrind >/dev/null && [ -f "$main/build.ninja" ] &&
       ninja -C "$main" -j "$jobs" >/dev/null; then
     # symbols runs Python and bindings run cargo/go: not this library's errors.
-    METRALE_TEST_BACKEND=host METRALE_STRESS_OPS=${VALGRIND_STRESS_OPS:-10000} \
+    METRALE_TEST_BACKEND=host METRALE_STRESS_OPS=${VALGRIND_STRESS_OPS:-50000} \
       run_tests "$main" valgrind --no-suite bindings --no-suite symbols --no-suite examples \
       --timeout-multiplier 4 \
       --wrap="valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect"
