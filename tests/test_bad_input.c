@@ -628,6 +628,33 @@ static void the_context_still_works_afterwards(void** state) {
   fx_close(&f);
 }
 
+/* A red-zone scan that finds a dirty pad while the default stream captures
+ * must refuse without recording its own read-back into the caller's graph
+ * (found by the fuzzer: the replay wrote into the scan's freed buffer). */
+static void redzone_scan_while_the_default_stream_captures(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = 64;
+  metrale_context_t* ctx = mt_open(&o);
+  mt_load_kernels(ctx);
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 256, &p));
+  MT_OK(mt_overflow_write(ctx, p, 256, 8, 0x11));
+  MT_OK(metrale_stream_synchronize(ctx, NULL));
+  MT_OK(metrale_graph_begin_capture(ctx, NULL));
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_CAPTURE);
+  metrale_graph_t* g = NULL;
+  MT_OK(metrale_graph_end_capture(ctx, NULL, &g));
+  MT_OK(metrale_graph_launch(ctx, g, NULL)); /* nothing of the scan's in it */
+  MT_OK(metrale_stream_synchronize(ctx, NULL));
+  MT_OK(metrale_graph_destroy(ctx, g));
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  assert_int_equal(n, 1);
+  MT_OK(metrale_free(ctx, p));
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(null_context),
@@ -638,6 +665,7 @@ int main(void) {
       cmocka_unit_test(the_context_still_works_afterwards),
       cmocka_unit_test(context_free_functions),
       cmocka_unit_test(context_create_refuses_bad_options),
+      cmocka_unit_test(redzone_scan_while_the_default_stream_captures),
   };
   return MT_RUN(tests);
 }

@@ -59,6 +59,18 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
                             mismatches.data());
   });
 
+  // Dirty pads are read back on the default stream. While that stream
+  // captures, the copy would be recorded into the caller's graph, aimed at
+  // this function's buffer: replaying it would write freed memory. Refuse
+  // before anything is recorded.
+  const bool any_dirty =
+      std::any_of(mismatches.begin(), mismatches.end(), [](uint32_t n) { return n != 0; });
+  if (any_dirty && device([&] { return backend_->stream_is_capturing(default_stream_->handle); })) {
+    fail(METRALE_ERROR_CAPTURE,
+         "red-zone scan: pads were overwritten, and reading them back needs the default "
+         "stream, which is capturing; end or abort the capture first");
+  }
+
   std::vector<metrale_redzone_violation_t> found;
   std::vector<uint8_t> pad_bytes;
   for (size_t i = 0; i < zones.size(); ++i) {
