@@ -533,11 +533,16 @@ int metrale_stream_is_capturing(metrale_context_t* ctx, metrale_stream_t* stream
 /** A new event. INVALID_ARGUMENT for unknown flags. */
 metrale_status_t metrale_event_create(metrale_context_t* ctx, unsigned flags,
                                       metrale_event_t** out);
+/** Records the event at the current end of `stream`'s work; recording again
+ *  moves it. In a capture, the record becomes part of the graph. */
 metrale_status_t metrale_event_record(metrale_context_t* ctx, metrale_event_t* event,
                                       metrale_stream_t* stream);
+/** Waits until the work before the event's last record has completed (at
+ *  once for an event never recorded). CONTEXT_LOST when that work faulted. */
 metrale_status_t metrale_event_synchronize(metrale_context_t* ctx, metrale_event_t* event);
 /** *done = 1 when all work before the record has completed, else 0. */
 metrale_status_t metrale_event_query(metrale_context_t* ctx, metrale_event_t* event, int* done);
+/** Destroys the event (NULL is OK); the handle is invalid afterwards. */
 metrale_status_t metrale_event_destroy(metrale_context_t* ctx, metrale_event_t* event);
 /** Makes `stream` wait for the work recorded in `event`. */
 metrale_status_t metrale_stream_wait_event(metrale_context_t* ctx, metrale_stream_t* stream,
@@ -571,7 +576,10 @@ metrale_status_t metrale_graph_destroy(metrale_context_t* ctx, metrale_graph_t* 
 /* Device                                                              */
 /* ------------------------------------------------------------------ */
 
+/** Fills *info: name, compute capability, SM count, total memory, backend,
+ *  ordinal (on the host backend: the CPU, 0.0, the CPU count, physical RAM). */
 metrale_status_t metrale_device_info(metrale_context_t* ctx, metrale_device_info_t* info);
+/** The device's total memory (physical RAM on the host backend). */
 metrale_status_t metrale_total_memory(metrale_context_t* ctx, size_t* bytes);
 /** What this context can still get: the device's free memory plus what the
  *  library holds cached for reuse (nothing, in this version). */
@@ -586,6 +594,7 @@ metrale_status_t metrale_device_free_memory(metrale_context_t* ctx, size_t* byte
 /** Copies the counters. INVALID_ARGUMENT when c is NULL or c->struct_size is
  *  not sizeof(metrale_counters_t). */
 metrale_status_t metrale_counters(metrale_context_t* ctx, metrale_counters_t* c);
+/** Sets every counter to 0 (the ledger, traces and timings are untouched). */
 metrale_status_t metrale_counters_reset(metrale_context_t* ctx);
 
 /** Turns the launch trace on (1) or off (0). Turning it on clears it. */
