@@ -368,7 +368,9 @@ metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count)
  *  thread goes on). *count gets the number of overwritten pads;
  *  up to cap of them, oldest first, go to out (out may be NULL when cap is
  *  0). METRALE_OK when none is overwritten (and when red zones are off);
- *  METRALE_ERROR_REDZONE_CORRUPTED when any is (the message names the first).
+ *  METRALE_ERROR_REDZONE_CORRUPTED when any is (the message names the first);
+ *  METRALE_ERROR_CAPTURE when pads are dirty but the default stream, which
+ *  reads them back, is capturing (end or abort that capture first).
  *  A scan does not repair pads: see metrale_redzone_poison. */
 metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_violation_t* out,
                                       size_t cap, size_t* count);

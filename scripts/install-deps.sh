@@ -12,6 +12,14 @@ pkg-config --exists spdlog 2>/dev/null || need+=(libspdlog-dev)
 command -v go >/dev/null || need+=(golang-go)
 command -v cc >/dev/null || need+=(gcc g++)
 command -v python3 >/dev/null || need+=(python3)
+# The reliability checks (scripts/ci-extra.sh): clang's libFuzzer and
+# sanitizer runtimes, and valgrind.
+command -v clang++ >/dev/null || need+=(clang)
+command -v valgrind >/dev/null || need+=(valgrind)
+clang_major=$(clang++ --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n 1)
+clang_major=${clang_major:-14}
+ls /usr/lib/llvm-"$clang_major"/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+  need+=("libclang-rt-$clang_major-dev")
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
   sudo=""
