@@ -10,11 +10,24 @@ using metrale::fail;
 
 namespace {
 
-void check_dims(const metrale_dim3_t& d, const char* name) {
-  const uint32_t v[3] = {d.x, d.y, d.z};
-  const char* axis[3] = {"x", "y", "z"};
-  for (int i = 0; i < 3; ++i) {
-    if (v[i] == 0) fail(METRALE_ERROR_INVALID_ARGUMENT, std::string(name) + "." + axis[i] + " is 0");
+[[noreturn, gnu::cold, gnu::noinline]] void fail_dims(const metrale_dim3_t& grid,
+                                                     const metrale_dim3_t& block) {
+  const struct {
+    const char* name;
+    uint32_t v;
+  } dims[] = {{"grid.x", grid.x},   {"grid.y", grid.y},   {"grid.z", grid.z},
+              {"block.x", block.x}, {"block.y", block.y}, {"block.z", block.z}};
+  for (const auto& d : dims) {
+    if (d.v == 0) fail(METRALE_ERROR_INVALID_ARGUMENT, std::string(d.name) + " is 0");
+  }
+  fail(METRALE_ERROR_INTERNAL, "fail_dims called with no zero dimension");
+}
+
+// One branch on the launch path; the message is built out of line.
+inline void check_dims(const metrale_dim3_t& grid, const metrale_dim3_t& block) {
+  if ((grid.x == 0) | (grid.y == 0) | (grid.z == 0) | (block.x == 0) | (block.y == 0) |
+      (block.z == 0)) {
+    fail_dims(grid, block);
   }
 }
 
@@ -79,8 +92,7 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
   fault_.check();
   metrale_kernel* kern = kernel_of(k);
   metrale_stream* st = stream_of(s);
-  check_dims(grid, "grid");
-  check_dims(block, "block");
+  check_dims(grid, block);
   if (packed) {
     if (args == nullptr && args_bytes > 0) {
       fail(METRALE_ERROR_INVALID_ARGUMENT,
