@@ -55,16 +55,11 @@ void metrale_context::trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t
   trace_.push(t);
 }
 
+// The synchronous copies are the async ones on the default (or given)
+// stream, then a wait for that stream.
 void metrale_context::copy_h2d(const void* src, size_t bytes, DevPtr dst) {
-  fault_.check();
-  if (bytes == 0) return;
-  need_host(src, "src");
-  check_range(dst, bytes, "destination");
-  StreamHandle h = default_stream_->handle;
-  device([&] { backend_->copy_h2d_async(dst, src, bytes, h); });
-  sync(h, "copy_h2d");
-  Counters::bump(counters_.h2d_copies);
-  Counters::bump(counters_.h2d_bytes, bytes);
+  copy_h2d_async_retained(src, bytes, dst, nullptr);
+  if (bytes != 0) sync(default_stream_->handle, "copy_h2d");
 }
 
 void metrale_context::copy_d2h(DevPtr src, void* dst, size_t bytes) {
@@ -72,15 +67,8 @@ void metrale_context::copy_d2h(DevPtr src, void* dst, size_t bytes) {
 }
 
 void metrale_context::copy_d2h_on_stream(DevPtr src, void* dst, size_t bytes, metrale_stream* s) {
-  fault_.check();
-  metrale_stream* st = stream_of(s);
-  if (bytes == 0) return;
-  need_host(dst, "dst");
-  check_range(src, bytes, "source");
-  device([&] { backend_->copy_d2h_async(dst, src, bytes, st->handle); });
-  sync(st->handle, "copy_d2h");
-  Counters::bump(counters_.d2h_copies);
-  Counters::bump(counters_.d2h_bytes, bytes);
+  copy_d2h_async(src, dst, bytes, s);
+  if (bytes != 0) sync(stream_of(s)->handle, "copy_d2h");
 }
 
 void metrale_context::copy_d2h_async(DevPtr src, void* dst, size_t bytes, metrale_stream* s) {
@@ -95,16 +83,8 @@ void metrale_context::copy_d2h_async(DevPtr src, void* dst, size_t bytes, metral
 }
 
 void metrale_context::copy_d2d(DevPtr src, DevPtr dst, size_t bytes) {
-  fault_.check();
-  if (bytes == 0) return;
-  check_range(src, bytes, "source");
-  check_range(dst, bytes, "destination");
-  trace_copy(METRALE_TRACE_D2D, src, dst, bytes);
-  StreamHandle h = default_stream_->handle;
-  device([&] { backend_->copy_d2d_async(dst, src, bytes, h); });
-  sync(h, "copy_d2d");
-  Counters::bump(counters_.d2d_copies);
-  Counters::bump(counters_.d2d_bytes, bytes);
+  copy_d2d_async(src, dst, bytes, nullptr);
+  if (bytes != 0) sync(default_stream_->handle, "copy_d2d");
 }
 
 void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
