@@ -43,6 +43,35 @@
  *   METRALE_LOG=trace|debug|info|warn|error|critical|off   log level (read
  *                                     at library load and at each create)
  */
+
+/*
+ * Rules of trust. Each rule below holds for both backends and has tests
+ * that fail when it is broken.
+ *
+ * 1. A failed call did nothing.
+ *    (rule 1: filled in by the capture work)
+ *
+ * 2. Handle lifetime.
+ *    (rule 2: filled in by the handle work)
+ *
+ * 3. Graph capture and caller memory.
+ *    (rule 3: filled in by the capture work)
+ *
+ * 4. Concurrency with free and destroy.
+ *    (rule 4: filled in by the race work)
+ *
+ * 5. What a log callback and a host kernel may call.
+ *    (rule 5: filled in by the re-entry work)
+ *
+ * 6. Untrusted sizes, paths and environment values.
+ *    (rule 6: filled in by the input work)
+ *
+ * 7. Host memory: what the driver says is pinned.
+ *    (rule 7: filled in by the input work)
+ *
+ * 8. fork().
+ *    (rule 8: filled in by the handle work)
+ */
 #ifndef METRALE_GPU_H
 #define METRALE_GPU_H
 
