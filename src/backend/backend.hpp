@@ -79,7 +79,15 @@ class Backend {
   virtual DevPtr host_device_pointer(void* ptr) = 0;
 
   // --- copies and memsets: enqueued on `stream`, never waited for ---------
+  // Reads src when the stream reaches the copy: at every replay when `s` is
+  // capturing (the caller keeps src alive).
   virtual void copy_h2d_async(DevPtr dst, const void* src, size_t bytes, StreamHandle s) = 0;
+  // For a capturing `s`: copies the bytes src holds now into host memory the
+  // graph owns and frees with itself (its last instantiation destroyed and
+  // its replays done), and records a copy from there; src may be reused on
+  // return. Refuses with CAPTURE, recording nothing, where it cannot.
+  virtual void copy_h2d_snapshot_async(DevPtr dst, const void* src, size_t bytes,
+                                       StreamHandle s) = 0;
   virtual void copy_d2h_async(void* dst, DevPtr src, size_t bytes, StreamHandle s) = 0;
   virtual void copy_d2d_async(DevPtr dst, DevPtr src, size_t bytes, StreamHandle s) = 0;
   virtual void copy_2d_async(DevPtr dst, size_t dst_pitch, DevPtr src, size_t src_pitch,

@@ -163,14 +163,21 @@ struct metrale_context {
   void sync(StreamHandle h, const char* what);
   void settle_streams_before_scan();
   void check_range(DevPtr p, size_t bytes, const char* what) const;
+  // Capture checks (copy.cpp): done before anything is enqueued.
+  bool capturing(metrale_stream* st);
+  void refuse_if_capturing(metrale_stream* st, const char* what);
+  // Enqueue, then count (and trace d2d); nothing counted when it throws.
+  void enqueue_h2d(const void* src, size_t bytes, DevPtr dst, metrale_stream* st, bool snapshot);
+  void enqueue_d2h(DevPtr src, void* dst, size_t bytes, metrale_stream* st);
+  void enqueue_d2d(DevPtr src, DevPtr dst, size_t bytes, metrale_stream* st);
   void trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t b, uint64_t c);
   void fill_pads(const std::vector<metrale::backend::Range>& pads);
   void launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
                      uint32_t shared, metrale_stream* s, void** params, const void* args,
                      size_t args_bytes, bool packed);
-  void trace_launch(const metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
-                    uint32_t shared, void** params, const void* args, size_t args_bytes,
-                    bool packed);
+  metrale_trace_entry_t trace_launch(const metrale_kernel* k, metrale_dim3_t grid,
+                                     metrale_dim3_t block, uint32_t shared, void** params,
+                                     const void* args, size_t args_bytes, bool packed);
   EventHandle timing_event();
   void release_everything() noexcept;
 

@@ -1,5 +1,6 @@
-// Copies and memsets: argument and bounds checks, counters, trace entries,
-// then the backend's async operation (plus a wait for the synchronous ones).
+// Copies and memsets: argument, bounds and capture checks, then the
+// backend's async operation (plus a wait for the synchronous ones), then
+// counters and trace entries.
 #include <execinfo.h>
 
 #include <cstdlib>
@@ -55,11 +56,54 @@ void metrale_context::trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t
   trace_.push(t);
 }
 
-// The synchronous copies are the async ones on the default (or given)
-// stream, then a wait for that stream.
+// Rule 1 of the header: a call that fails has recorded nothing. Every copy
+// below checks its arguments, ranges and (for the calls that wait) the
+// capture state first, and only then enqueues; counters and the trace move
+// only once the backend has taken the work.
+
+bool metrale_context::capturing(metrale_stream* st) {
+  // A failed query throws: the call fails before anything is enqueued.
+  return device([&] { return backend_->stream_is_capturing(st->handle); });
+}
+
+// A call that waits for its stream cannot complete inside a capture: its
+// copy would be recorded into the caller's graph (aimed at a buffer the
+// caller may free once we return CAPTURE) and the wait would then fail.
+void metrale_context::refuse_if_capturing(metrale_stream* st, const char* what) {
+  if (!capturing(st)) return;
+  fail(METRALE_ERROR_CAPTURE,
+       std::string(what) + " waits for its stream, which is capturing; nothing was recorded. "
+                           "End or abort the capture first, or use the _async form");
+}
+
+void metrale_context::enqueue_h2d(const void* src, size_t bytes, DevPtr dst, metrale_stream* st,
+                                  bool snapshot) {
+  device([&] {
+    if (snapshot) {
+      backend_->copy_h2d_snapshot_async(dst, src, bytes, st->handle);
+    } else {
+      backend_->copy_h2d_async(dst, src, bytes, st->handle);
+    }
+  });
+  Counters::bump(counters_.h2d_copies);
+  Counters::bump(counters_.h2d_bytes, bytes);
+}
+
+void metrale_context::enqueue_d2h(DevPtr src, void* dst, size_t bytes, metrale_stream* st) {
+  device([&] { backend_->copy_d2h_async(dst, src, bytes, st->handle); });
+  Counters::bump(counters_.d2h_copies);
+  Counters::bump(counters_.d2h_bytes, bytes);
+}
+
 void metrale_context::copy_h2d(const void* src, size_t bytes, DevPtr dst) {
-  copy_h2d_async_retained(src, bytes, dst, nullptr);
-  if (bytes != 0) sync(default_stream_->handle, "copy_h2d");
+  fault_.check();
+  metrale_stream* st = default_stream_;
+  if (bytes == 0) return;
+  need_host(src, "src");
+  check_range(dst, bytes, "destination");
+  refuse_if_capturing(st, "copy_h2d");
+  enqueue_h2d(src, bytes, dst, st, false);
+  sync(st->handle, "copy_h2d");
 }
 
 void metrale_context::copy_d2h(DevPtr src, void* dst, size_t bytes) {
@@ -67,33 +111,53 @@ void metrale_context::copy_d2h(DevPtr src, void* dst, size_t bytes) {
 }
 
 void metrale_context::copy_d2h_on_stream(DevPtr src, void* dst, size_t bytes, metrale_stream* s) {
-  copy_d2h_async(src, dst, bytes, s);
-  if (bytes != 0) sync(stream_of(s)->handle, "copy_d2h");
+  fault_.check();
+  metrale_stream* st = stream_of(s);
+  if (bytes == 0) return;
+  need_host(dst, "dst");
+  check_range(src, bytes, "source");
+  refuse_if_capturing(st, "copy_d2h");
+  enqueue_d2h(src, dst, bytes, st);
+  sync(st->handle, "copy_d2h");
 }
 
+// Allowed while the stream captures: the graph then writes dst at every
+// replay, which the header documents as the caller's choice.
 void metrale_context::copy_d2h_async(DevPtr src, void* dst, size_t bytes, metrale_stream* s) {
   fault_.check();
   metrale_stream* st = stream_of(s);
   if (bytes == 0) return;
   need_host(dst, "dst");
   check_range(src, bytes, "source");
-  device([&] { backend_->copy_d2h_async(dst, src, bytes, st->handle); });
-  Counters::bump(counters_.d2h_copies);
-  Counters::bump(counters_.d2h_bytes, bytes);
+  enqueue_d2h(src, dst, bytes, st);
 }
 
 void metrale_context::copy_d2d(DevPtr src, DevPtr dst, size_t bytes) {
-  copy_d2d_async(src, dst, bytes, nullptr);
-  if (bytes != 0) sync(default_stream_->handle, "copy_d2d");
+  fault_.check();
+  metrale_stream* st = default_stream_;
+  if (bytes == 0) return;
+  check_range(src, bytes, "source");
+  check_range(dst, bytes, "destination");
+  refuse_if_capturing(st, "copy_d2d");
+  enqueue_d2d(src, dst, bytes, st);
+  sync(st->handle, "copy_d2d");
 }
 
 void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
                                      metrale_stream* s) {
-  copy_h2d_async_retained(src, bytes, dst, s);
-  if (bytes == 0) return;
+  fault_.check();
   metrale_stream* st = stream_of(s);
-  // The caller may reuse src on return, but a copy from page-locked memory
-  // reads it later: wait for the stream.
+  if (bytes == 0) return;
+  need_host(src, "src");
+  check_range(dst, bytes, "destination");
+  // The caller may reuse src on return. In a capture the graph must not
+  // keep src: the backend copies it into memory the graph owns.
+  if (capturing(st)) {
+    enqueue_h2d(src, bytes, dst, st, true);
+    return;
+  }
+  enqueue_h2d(src, bytes, dst, st, false);
+  // Outside a capture a copy from page-locked memory reads src later: wait.
   if (host_is_pinned(src, bytes)) {
     if (!warned_pinned_source_.exchange(true)) {
       metrale::core::log().warn(
@@ -105,6 +169,8 @@ void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
   }
 }
 
+// src is read when the stream reaches the copy, at every replay when
+// captured: the caller promised to keep it (header).
 void metrale_context::copy_h2d_async_retained(const void* src, size_t bytes, DevPtr dst,
                                               metrale_stream* s) {
   fault_.check();
@@ -112,9 +178,20 @@ void metrale_context::copy_h2d_async_retained(const void* src, size_t bytes, Dev
   if (bytes == 0) return;
   need_host(src, "src");
   check_range(dst, bytes, "destination");
-  device([&] { backend_->copy_h2d_async(dst, src, bytes, st->handle); });
-  Counters::bump(counters_.h2d_copies);
-  Counters::bump(counters_.h2d_bytes, bytes);
+  enqueue_h2d(src, bytes, dst, st, false);
+}
+
+// The d2d body both d2d calls share: enqueue, then trace and count.
+void metrale_context::enqueue_d2d(DevPtr src, DevPtr dst, size_t bytes, metrale_stream* st) {
+  try {
+    device([&] { backend_->copy_d2d_async(dst, src, bytes, st->handle); });
+  } catch (const Error& e) {
+    metrale::core::log().error("copy_d2d_async failed ({}) at:\n{}", e.what(), backtrace_text());
+    throw;
+  }
+  trace_copy(METRALE_TRACE_D2D, src, dst, bytes);
+  Counters::bump(counters_.d2d_copies);
+  Counters::bump(counters_.d2d_bytes, bytes);
 }
 
 void metrale_context::copy_d2d_async(DevPtr src, DevPtr dst, size_t bytes, metrale_stream* s) {
@@ -123,15 +200,7 @@ void metrale_context::copy_d2d_async(DevPtr src, DevPtr dst, size_t bytes, metra
   if (bytes == 0) return;
   check_range(src, bytes, "source");
   check_range(dst, bytes, "destination");
-  trace_copy(METRALE_TRACE_D2D, src, dst, bytes);
-  try {
-    device([&] { backend_->copy_d2d_async(dst, src, bytes, st->handle); });
-  } catch (const Error& e) {
-    metrale::core::log().error("copy_d2d_async failed ({}) at:\n{}", e.what(), backtrace_text());
-    throw;
-  }
-  Counters::bump(counters_.d2d_copies);
-  Counters::bump(counters_.d2d_bytes, bytes);
+  enqueue_d2d(src, dst, bytes, st);
 }
 
 void metrale_context::copy_2d_async(DevPtr src, size_t src_pitch, DevPtr dst, size_t dst_pitch,
@@ -154,10 +223,10 @@ void metrale_context::copy_2d_async(DevPtr src, size_t src_pitch, DevPtr dst, si
   }
   check_range(src, span_2d(src_pitch, width, height), "source");
   check_range(dst, span_2d(dst_pitch, width, height), "destination");
-  trace_copy(METRALE_TRACE_D2D, src, dst, width * height);
   device([&] {
     backend_->copy_2d_async(dst, dst_pitch, src, src_pitch, width, height, st->handle);
   });
+  trace_copy(METRALE_TRACE_D2D, src, dst, width * height);
   Counters::bump(counters_.d2d_copies);
   Counters::bump(counters_.d2d_bytes, width * height);
 }
@@ -166,11 +235,12 @@ void metrale_context::memset(DevPtr dst, uint8_t value, size_t bytes) {
   fault_.check();
   if (bytes == 0) return;
   check_range(dst, bytes, "destination");
+  refuse_if_capturing(default_stream_, "memset");
   StreamHandle h = default_stream_->handle;
   device([&] { backend_->memset_async(dst, value, bytes, h); });
-  sync(h, "memset");
   Counters::bump(counters_.memsets);
   Counters::bump(counters_.memset_bytes, bytes);
+  sync(h, "memset");
 }
 
 void metrale_context::memset_async(DevPtr dst, uint8_t value, size_t bytes, metrale_stream* s) {
@@ -178,8 +248,8 @@ void metrale_context::memset_async(DevPtr dst, uint8_t value, size_t bytes, metr
   metrale_stream* st = stream_of(s);
   if (bytes == 0) return;
   check_range(dst, bytes, "destination");
-  trace_copy(METRALE_TRACE_MEMSET, dst, value, bytes);
   device([&] { backend_->memset_async(dst, value, bytes, st->handle); });
+  trace_copy(METRALE_TRACE_MEMSET, dst, value, bytes);
   Counters::bump(counters_.memsets);
   Counters::bump(counters_.memset_bytes, bytes);
 }

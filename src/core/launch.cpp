@@ -46,9 +46,10 @@ void metrale_context::launch_packed(metrale_kernel* k, metrale_dim3_t grid, metr
   launch_common(k, grid, block, shared, s, nullptr, args, args_bytes, true);
 }
 
-void metrale_context::trace_launch(const metrale_kernel* k, metrale_dim3_t grid,
-                                   metrale_dim3_t block, uint32_t shared, void** params,
-                                   const void* args, size_t args_bytes, bool packed) {
+metrale_trace_entry_t metrale_context::trace_launch(const metrale_kernel* k, metrale_dim3_t grid,
+                                                    metrale_dim3_t block, uint32_t shared,
+                                                    void** params, const void* args,
+                                                    size_t args_bytes, bool packed) {
   metrale_trace_entry_t t{};
   t.kind = METRALE_TRACE_LAUNCH;
   t.kernel = k->name;
@@ -71,7 +72,7 @@ void metrale_context::trace_launch(const metrale_kernel* k, metrale_dim3_t grid,
     std::memcpy(t.args, args, bytes);
     t.nargs = static_cast<uint32_t>((bytes + 7) / 8);
   }
-  trace_.push(t);
+  return t;
 }
 
 metrale::backend::EventHandle metrale_context::timing_event() {
@@ -109,14 +110,20 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
                                              " takes " + std::to_string(kern->params.size()) +
                                              " parameters");
   }
-  if (trace_on_.load(std::memory_order_relaxed)) {
-    trace_launch(kern, grid, block, shared, params, args, args_bytes, packed);
-  }
+  // The entry is built from the arguments as they are now, and pushed only
+  // once the launch was taken: a failed launch leaves the trace as it was.
+  const bool traced = trace_on_.load(std::memory_order_relaxed);
+  metrale_trace_entry_t entry{};
+  if (traced) entry = trace_launch(kern, grid, block, shared, params, args, args_bytes, packed);
 
+  // Timing events and the debug_sync wait cannot go into a capture: both are
+  // skipped while the stream captures (a wait would fail after the launch
+  // was recorded, breaking rule 1).
+  const bool want_timing = kernel_timing_.load(std::memory_order_relaxed);
+  const bool in_capture = (want_timing || opts_.debug_sync != 0) && capturing(st);
   bool timed = false;
   EventHandle start = 0;
-  if (kernel_timing_.load(std::memory_order_relaxed) &&
-      !device([&] { return backend_->stream_is_capturing(st->handle); })) {
+  if (want_timing && !in_capture) {
     start = timing_event();
     device([&] { backend_->event_record(start, st->handle); });
     timed = true;
@@ -139,6 +146,7 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
                             ") failed: ");
   }
   metrale::core::Counters::bump(counters_.launches);
+  if (traced) trace_.push(entry);
 
   if (timed) {
     EventHandle end = timing_event();
@@ -147,7 +155,7 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
     std::lock_guard<std::mutex> lock(timing_mutex_);
     pending_spans_.push_back(metrale::core::PendingSpan{row, start, end});
   }
-  if (opts_.debug_sync != 0) {
+  if (opts_.debug_sync != 0 && !in_capture) {
     sync(st->handle, ("debug_sync after launch of " + std::string(kern->name)).c_str());
   }
 }

@@ -8,12 +8,14 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_errors.hpp"
+#include "backend/cuda/cuda_snapshots.hpp"
 #include "backend/cuda/driver_api.hpp"
 
 namespace metrale::backend::cuda_impl {
@@ -41,6 +43,8 @@ class CudaBackend final : public Backend {
   DevPtr host_device_pointer(void* ptr) override;
 
   void copy_h2d_async(DevPtr dst, const void* src, size_t bytes, StreamHandle s) override;
+  void copy_h2d_snapshot_async(DevPtr dst, const void* src, size_t bytes,
+                               StreamHandle s) override;
   void copy_d2h_async(void* dst, DevPtr src, size_t bytes, StreamHandle s) override;
   void copy_d2d_async(DevPtr dst, DevPtr src, size_t bytes, StreamHandle s) override;
   void copy_2d_async(DevPtr dst, size_t dst_pitch, DevPtr src, size_t src_pitch,
@@ -106,6 +110,9 @@ class CudaBackend final : public Backend {
   [[noreturn]] void raise(CUresult rc, const char* function,
                           const std::string& detail = std::string());
 
+  // Frees the graph-owned snapshots whose graphs are gone (cuda_snapshots.cpp).
+  void free_released_snapshots() noexcept;
+
   // Red-zone machinery (cuda_redzone.cpp), all under redzone_mutex_.
   void redzone_prepare();  // internal stream, module (once), fallback decision
   void redzone_reserve(size_t n);
@@ -119,6 +126,9 @@ class CudaBackend final : public Backend {
   // Set once any call reports a sticky fault: the destructor then resets the
   // primary context.
   std::atomic<bool> faulted_{false};
+  // Shared with the user objects that own copy_h2d_async's snapshots: their
+  // destructors may run after this backend is gone.
+  std::shared_ptr<SnapshotReleases> snapshot_releases_ = std::make_shared<SnapshotReleases>();
 
   std::mutex redzone_mutex_;
   CUstream redzone_stream_ = nullptr;

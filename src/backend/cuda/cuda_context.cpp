@@ -66,6 +66,9 @@ CudaBackend::~CudaBackend() {
   if (api_.ctxGetCurrent(&current) != CUDA_SUCCESS || current != context_)
     api_.ctxSetCurrent(context_);
   redzone_release();
+  // Snapshots of graphs whose destructors have not run yet stay allocated
+  // until the primary context goes (they are few and small).
+  free_released_snapshots();
   api_.primaryCtxRelease(device_);
   if (faulted_.load()) {
     // After a sticky fault nobody can use this primary context again: every

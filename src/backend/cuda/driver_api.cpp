@@ -68,6 +68,10 @@ METRALE_SAME_SIGNATURE(moduleLoadData, cuModuleLoadData);
 METRALE_SAME_SIGNATURE(moduleUnload, cuModuleUnload);
 METRALE_SAME_SIGNATURE(moduleGetFunction, cuModuleGetFunction);
 METRALE_SAME_SIGNATURE(launchKernel, cuLaunchKernel);
+METRALE_SAME_SIGNATURE(threadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode);
+METRALE_SAME_SIGNATURE(userObjectCreate, cuUserObjectCreate);
+METRALE_SAME_SIGNATURE(userObjectRelease, cuUserObjectRelease);
+METRALE_SAME_SIGNATURE(graphRetainUserObject, cuGraphRetainUserObject);
 METRALE_SAME_SIGNATURE(getProcAddress, cuGetProcAddress);
 METRALE_SAME_SIGNATURE(funcGetParamInfo, cuFuncGetParamInfo);
 #undef METRALE_SAME_SIGNATURE
@@ -176,6 +180,12 @@ LoadResult load() {
   need("cuModuleGetFunction", &a.moduleGetFunction);
   need("cuLaunchKernel", &a.launchKernel);
   resolve(lib, "cuGetProcAddress_v2", &a.getProcAddress);
+  // Optional: without them a capture refuses copy_h2d_async (CAPTURE).
+  resolve(lib, "cuThreadExchangeStreamCaptureMode", &a.threadExchangeStreamCaptureMode);
+  resolve(lib, "cuStreamGetCaptureInfo_v2", &a.streamGetCaptureInfo);
+  resolve(lib, "cuUserObjectCreate", &a.userObjectCreate);
+  resolve(lib, "cuUserObjectRelease", &a.userObjectRelease);
+  resolve(lib, "cuGraphRetainUserObject", &a.graphRetainUserObject);
   // The library handle is never closed: the table points into it for the
   // rest of the process, and unloading a driver is not something to do.
   // cuInit goes first so that a stub library is named as such even when it

@@ -83,6 +83,20 @@ struct DriverApi {
                                   unsigned int shared_bytes, CUstream stream, void** params,
                                   void** extra);
 
+  // Graph-owned snapshots (cuda_snapshots.cpp). Optional (CUDA 11.3+): null
+  // when the driver lacks them, and copy_h2d_async then refuses in a capture.
+  CUresult(CUDAAPI* threadExchangeStreamCaptureMode)(CUstreamCaptureMode* mode);
+  // The ABI of cuStreamGetCaptureInfo_v2, looked up by that exact name:
+  // cuda.h 13 maps the unversioned name to _v3, which has another signature.
+  CUresult(CUDAAPI* streamGetCaptureInfo)(CUstream stream, CUstreamCaptureStatus* status,
+                                          cuuint64_t* id, CUgraph* graph,
+                                          const CUgraphNode** deps, size_t* ndeps);
+  CUresult(CUDAAPI* userObjectCreate)(CUuserObject* object, void* ptr, CUhostFn destroy,
+                                      unsigned int initial_refcount, unsigned int flags);
+  CUresult(CUDAAPI* userObjectRelease)(CUuserObject object, unsigned int count);
+  CUresult(CUDAAPI* graphRetainUserObject)(CUgraph graph, CUuserObject object,
+                                           unsigned int count, unsigned int flags);
+
   // Optional: null when the driver lacks them.
   CUresult(CUDAAPI* getProcAddress)(const char* symbol, void** fn, int cuda_version,
                                     cuuint64_t flags,

@@ -38,6 +38,8 @@ class HostBackend final : public Backend {
   DevPtr host_device_pointer(void* ptr) override;
 
   void copy_h2d_async(DevPtr dst, const void* src, size_t bytes, StreamHandle s) override;
+  void copy_h2d_snapshot_async(DevPtr dst, const void* src, size_t bytes,
+                               StreamHandle s) override;
   void copy_d2h_async(void* dst, DevPtr src, size_t bytes, StreamHandle s) override;
   void copy_d2d_async(DevPtr dst, DevPtr src, size_t bytes, StreamHandle s) override;
   void copy_2d_async(DevPtr dst, size_t dst_pitch, DevPtr src, size_t src_pitch, size_t width_bytes,

@@ -4,7 +4,9 @@
 // the map's shared lock, so memory freed between capture and replay is
 // refused instead of written.
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/host/host_backend.hpp"
 
@@ -32,9 +34,26 @@ void HostBackend::copy_h2d_async(DevPtr dst, const void* src, size_t bytes, Stre
   if (bytes == 0) return;
   if (src == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: copy_h2d from NULL");
   regions_.check({{dst, bytes}});
-  // Like CUDA, a captured copy reads the host source at replay, not now.
+  // A captured copy reads the host source at every replay, not now (the
+  // caller promised to keep it: copy_h2d_async_retained).
   stream->submit([this, dst, src, bytes] {
     regions_.access({{dst, bytes}}, [&] { std::memmove(as_host(dst), src, bytes); });
+  });
+}
+
+// The recorded op owns a copy of src made now; the graph frees it with
+// itself, so the caller's buffer is never read after this returns.
+void HostBackend::copy_h2d_snapshot_async(DevPtr dst, const void* src, size_t bytes,
+                                          StreamHandle s) {
+  auto stream = usable_stream(s);
+  if (bytes == 0) return;
+  if (src == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: copy_h2d from NULL");
+  regions_.check({{dst, bytes}});
+  const auto* first = static_cast<const unsigned char*>(src);
+  auto copy = std::make_shared<const std::vector<unsigned char>>(first, first + bytes);
+  stream->submit([this, dst, copy] {
+    regions_.access({{dst, copy->size()}},
+                    [&] { std::memmove(as_host(dst), copy->data(), copy->size()); });
   });
 }
 
