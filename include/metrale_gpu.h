@@ -49,13 +49,40 @@
  * that fail when it is broken.
  *
  * 1. A failed call did nothing.
- *    (rule 1: filled in by the capture work)
+ *    A call that returns any status but METRALE_OK has enqueued no work,
+ *    recorded nothing into a capture, changed no ledger entry and moved no
+ *    counter, launch-trace or timing entry: arguments, handles, ranges
+ *    (checked pointers) and the capture state are all checked before any
+ *    work is put on a stream, and counters and traces move only once the
+ *    backend has taken the work. Exceptions: when the wait of a synchronous
+ *    call fails (CONTEXT_LOST, DRIVER) its work was already enqueued and
+ *    counted; a failed metrale_alloc has used up a sequence number; a host
+ *    kernel that returns an error (host backend) has run.
  *
  * 2. Handle lifetime.
  *    (rule 2: filled in by the handle work)
  *
  * 3. Graph capture and caller memory.
- *    (rule 3: filled in by the capture work)
+ *    A graph never keeps a pointer into caller memory that the API told the
+ *    caller it may reuse. While a stream captures:
+ *    - calls that wait for it (copy_h2d, copy_d2h, copy_d2h_on_stream,
+ *      copy_d2d, memset, stream_synchronize) return METRALE_ERROR_CAPTURE
+ *      before recording anything; the caller may free their buffers;
+ *    - copy_h2d_async copies src at the call into host memory the graph
+ *      owns and frees with itself (on cuda: page-locked memory held by a
+ *      user object of the graph, freed once the graph, its instantiation
+ *      and its replays are done); the caller may reuse src on return;
+ *    - copy_h2d_async_retained records a copy that reads src at every
+ *      replay, and copy_d2h_async one that writes dst at every replay: the
+ *      caller keeps that memory valid until it destroys the graph (on cuda
+ *      this is what the driver itself does for pageable, pinned and
+ *      registered host memory alike);
+ *    - host kernels registered without parameter sizes see the caller's
+ *      params array at replay (metrale_module_register_host);
+ *    - launches skip debug_sync's wait and kernel timing, red-zone pad fills
+ *      (alloc, poison) run at once and are never recorded, and
+ *      metrale_redzone_scan refuses with CAPTURE when it would need the
+ *      capturing default stream.
  *
  * 4. Concurrency with free and destroy.
  *    (rule 4: filled in by the race work)
@@ -418,33 +445,45 @@ metrale_status_t metrale_redzone_poison(metrale_context_t* ctx, uint64_t lo, uin
  * METRALE_ERROR_INVALID_ARGUMENT. Synchronous copies run on the default
  * stream and wait for it. */
 
-/** Host to device, synchronous. */
+/** Host to device, synchronous (default stream). CAPTURE, with nothing
+ *  recorded, while the default stream captures (rule 3). */
 metrale_status_t metrale_copy_h2d(metrale_context_t* ctx, const void* src, size_t bytes,
                                   metrale_devptr_t dst);
-/** Device to host, synchronous (default stream). */
+/** Device to host, synchronous (default stream). CAPTURE, with nothing
+ *  recorded, while the default stream captures (rule 3). */
 metrale_status_t metrale_copy_d2h(metrale_context_t* ctx, metrale_devptr_t src, void* dst,
                                   size_t bytes);
-/** Device to host on `stream`, waiting for that stream before returning. */
+/** Device to host on `stream`, waiting for that stream before returning.
+ *  CAPTURE, with nothing recorded, while `stream` captures (rule 3). */
 metrale_status_t metrale_copy_d2h_on_stream(metrale_context_t* ctx, metrale_devptr_t src,
                                             void* dst, size_t bytes, metrale_stream_t* stream);
 /** Device to host on `stream` without waiting: dst is written when the
- *  stream reaches the copy; synchronize the stream before reading it. */
+ *  stream reaches the copy; synchronize the stream before reading it. In a
+ *  capture the graph writes dst at every replay: keep dst valid until the
+ *  graph is destroyed (rule 3). */
 metrale_status_t metrale_copy_d2h_async(metrale_context_t* ctx, metrale_devptr_t src, void* dst,
                                         size_t bytes, metrale_stream_t* stream);
-/** Device to device, synchronous. Traced. */
+/** Device to device, synchronous (default stream). Traced. CAPTURE, with
+ *  nothing recorded, while the default stream captures (rule 3). */
 metrale_status_t metrale_copy_d2d(metrale_context_t* ctx, metrale_devptr_t src,
                                   metrale_devptr_t dst, size_t bytes);
 /** Host to device on `stream`. The caller may reuse src on return: when src
  *  is pinned (the copy would read it later) the call waits for the stream
- *  and logs a warning once per context. */
+ *  and logs a warning once per context. While `stream` captures it does not
+ *  wait: src is copied at the call into host memory the graph owns and
+ *  frees with itself, and every replay writes those bytes (rule 3). On
+ *  cuda, CAPTURE (nothing recorded) where the driver lacks user objects. */
 metrale_status_t metrale_copy_h2d_async(metrale_context_t* ctx, const void* src, size_t bytes,
                                         metrale_devptr_t dst, metrale_stream_t* stream);
 /** Host to device on `stream`, never waiting: the caller keeps src alive and
- *  unchanged until its next synchronization of the stream. */
+ *  unchanged until its next synchronization of the stream. In a capture the
+ *  graph reads src at every replay: keep it valid until the graph is
+ *  destroyed; a replay copies what src holds then (rule 3). */
 metrale_status_t metrale_copy_h2d_async_retained(metrale_context_t* ctx, const void* src,
                                                  size_t bytes, metrale_devptr_t dst,
                                                  metrale_stream_t* stream);
-/** Device to device on `stream`. Traced. On failure a backtrace is logged. */
+/** Device to device on `stream`. Traced once the backend took the copy (a
+ *  failed call leaves no trace entry). On failure a backtrace is logged. */
 metrale_status_t metrale_copy_d2d_async(metrale_context_t* ctx, metrale_devptr_t src,
                                         metrale_devptr_t dst, size_t bytes,
                                         metrale_stream_t* stream);
@@ -454,10 +493,11 @@ metrale_status_t metrale_copy_d2d_2d_async(metrale_context_t* ctx, metrale_devpt
                                            size_t src_pitch, metrale_devptr_t dst,
                                            size_t dst_pitch, size_t width_bytes, size_t height,
                                            metrale_stream_t* stream);
-/** Sets bytes to value, synchronous. */
+/** Sets bytes to value, synchronous (default stream). CAPTURE, with nothing
+ *  recorded, while the default stream captures (rule 3). */
 metrale_status_t metrale_memset(metrale_context_t* ctx, metrale_devptr_t dptr, uint8_t value,
                                 size_t bytes);
-/** Sets bytes to value on `stream`. Traced. */
+/** Sets bytes to value on `stream`. Traced once the backend took it. */
 metrale_status_t metrale_memset_async(metrale_context_t* ctx, metrale_devptr_t dptr,
                                       uint8_t value, size_t bytes, metrale_stream_t* stream);
 
@@ -529,7 +569,9 @@ metrale_status_t metrale_module_register_host_params(metrale_context_t* ctx, con
  *  be NULL for a kernel without parameters) on `stream`. INVALID_ARGUMENT
  *  for a zero dimension; CONTEXT_LOST when the launch revealed a sticky
  *  fault (latched); DRIVER otherwise. With debug_sync, waits for the stream
- *  and names the kernel on failure. */
+ *  and names the kernel on failure; while the stream captures there is no
+ *  wait (nor kernel timing) and the launch is only recorded. The trace entry
+ *  and the launch counter move only when the launch was taken (rule 1). */
 metrale_status_t metrale_launch(metrale_context_t* ctx, metrale_kernel_t* kernel,
                                 metrale_dim3_t grid, metrale_dim3_t block, uint32_t shared_bytes,
                                 metrale_stream_t* stream, void** params);

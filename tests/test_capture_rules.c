@@ -286,6 +286,43 @@ static void debug_sync_launch_in_a_capture(void** state) {
   mt_close(ctx);
 }
 
+static metrale_status_t refusing_kernel(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  (void)user;
+  return METRALE_ERROR_INVALID_ARGUMENT;
+}
+
+/* A launch the backend refuses leaves the trace and the counters as they
+ * were: a host kernel that fails, or on a GPU a block too large to run. */
+static void backend_refused_launch_changes_no_trace(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.launch_trace = 1;
+  metrale_context_t* ctx = mt_open(&o);
+  mt_load_kernels(ctx);
+  metrale_devptr_t p = device_pattern(ctx, 0x00);
+  metrale_kernel_t* k = NULL;
+  metrale_dim3_t one = {1, 1, 1}, block = {1, 1, 1};
+  if (mt_is_host(ctx)) {
+    MT_OK(metrale_module_register_host(ctx, "capture_rules", "refuse", refusing_kernel, NULL));
+    MT_OK(metrale_kernel_get(ctx, "capture_rules", "refuse", &k));
+  } else {
+    k = mt_kernel(ctx, "fill_u32");
+    block.x = 4096; /* more threads than any GPU block holds */
+  }
+  uint64_t n = 1;
+  uint32_t v = 1;
+  void* params[] = {&p, &v, &n};
+  size_t traced = trace_count(ctx);
+  metrale_counters_t before = mt_counters(ctx);
+  assert_int_not_equal(metrale_launch(ctx, k, one, block, 0, NULL, params), METRALE_OK);
+  expect_counters_same(ctx, &before);
+  assert_int_equal(trace_count(ctx), traced);
+  MT_OK(metrale_context_fault(ctx));
+  MT_OK(metrale_free(ctx, p));
+  mt_close(ctx);
+}
+
 /* A launch refused by core (a zero dimension) changes neither the trace
  * nor the counters, and records nothing. */
 static void refused_launch_changes_nothing(void** state) {
@@ -355,6 +392,7 @@ int main(void) {
       cmocka_unit_test(backend_refusal_changes_no_counter_or_trace),
       cmocka_unit_test(debug_sync_launch_in_a_capture),
       cmocka_unit_test(refused_launch_changes_nothing),
+      cmocka_unit_test(backend_refused_launch_changes_no_trace),
       cmocka_unit_test(redzone_alloc_in_a_capture_records_nothing),
   };
   return MT_RUN(tests);
