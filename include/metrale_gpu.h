@@ -79,6 +79,10 @@
  *      registered host memory alike);
  *    - host kernels registered without parameter sizes see the caller's
  *      params array at replay (metrale_module_register_host);
+ *    - metrale_graph_launch into a capturing stream is CAPTURE;
+ *    - alloc, free, pinned host memory and waits for OTHER streams work on a
+ *      thread that captures (the cuda backend steps into relaxed capture
+ *      mode for them), the capture staying intact;
  *    - launches skip debug_sync's wait and kernel timing, red-zone pad fills
  *      (alloc, poison) run at once and are never recorded, and
  *      metrale_redzone_scan refuses with CAPTURE when it would need the
@@ -592,7 +596,9 @@ metrale_status_t metrale_launch_packed(metrale_context_t* ctx, metrale_kernel_t*
 metrale_status_t metrale_stream_create(metrale_context_t* ctx, metrale_stream_t** out);
 /** Destroys a stream (NULL is OK). INVALID_ARGUMENT for the default stream. */
 metrale_status_t metrale_stream_destroy(metrale_context_t* ctx, metrale_stream_t* stream);
-/** Waits for all work on the stream. CAPTURE while it is capturing. */
+/** Waits for all work on the stream. CAPTURE while it is capturing (refused
+ *  before the driver sees it, so the capture stays valid). Waiting for
+ *  another stream while this thread captures is allowed. */
 metrale_status_t metrale_stream_synchronize(metrale_context_t* ctx, metrale_stream_t* stream);
 /** The context's own non-blocking stream; NULL when ctx is NULL. Owned by
  *  the context. */
@@ -639,7 +645,9 @@ metrale_status_t metrale_graph_end_capture(metrale_context_t* ctx, metrale_strea
 /** Ends an active capture and drops what it recorded; OK when none is
  *  active. */
 metrale_status_t metrale_graph_abort_capture(metrale_context_t* ctx, metrale_stream_t* stream);
-/** Replays the graph on `stream`. */
+/** Replays the graph on `stream`. CAPTURE, with nothing recorded and the
+ *  capture intact, while `stream` is capturing (a driver capture cannot
+ *  take a graph launch; rule 3). */
 metrale_status_t metrale_graph_launch(metrale_context_t* ctx, metrale_graph_t* graph,
                                       metrale_stream_t* stream);
 /** NULL is OK. */

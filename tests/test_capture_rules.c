@@ -383,6 +383,43 @@ static void redzone_alloc_in_a_capture_records_nothing(void** state) {
   mt_close(ctx);
 }
 
+/* A graph launch into a capturing stream is refused (the driver would
+ * invalidate the capture); the capture goes on, and waiting for another
+ * stream, allocating and freeing on the capturing thread leave it intact. */
+static void graph_launch_into_a_capture_is_refused(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t p = device_pattern(ctx, 0x00);
+  metrale_devptr_t q = device_pattern(ctx, 0x00);
+  MT_OK(metrale_graph_begin_capture(ctx, s));
+  MT_OK(metrale_memset_async(ctx, p, 0x42, BYTES, s));
+  metrale_graph_t* inner = NULL;
+  MT_OK(metrale_graph_end_capture(ctx, s, &inner));
+
+  MT_OK(metrale_graph_begin_capture(ctx, s));
+  metrale_counters_t before = mt_counters(ctx);
+  MT_STATUS(metrale_graph_launch(ctx, inner, s), METRALE_ERROR_CAPTURE);
+  MT_STATUS(metrale_stream_synchronize(ctx, s), METRALE_ERROR_CAPTURE);
+  expect_counters_same(ctx, &before);
+  MT_OK(metrale_graph_destroy(ctx, inner));
+  /* Other work of this thread beside the capture. */
+  MT_OK(metrale_stream_synchronize(ctx, NULL));
+  metrale_devptr_t extra = 0;
+  MT_OK(metrale_alloc(ctx, 256, &extra));
+  MT_OK(metrale_free(ctx, extra));
+  assert_int_equal(metrale_stream_is_capturing(ctx, s), 1);
+  MT_OK(metrale_memset_async(ctx, q, 0x24, BYTES, s));
+  end_and_replay(ctx, s);
+  expect_device(ctx, p, 0x00); /* the inner graph's memset never ran */
+  expect_device(ctx, q, 0x24);
+  MT_OK(metrale_free(ctx, p));
+  MT_OK(metrale_free(ctx, q));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(waiting_calls_are_refused_before_recording),
@@ -394,6 +431,7 @@ int main(void) {
       cmocka_unit_test(refused_launch_changes_nothing),
       cmocka_unit_test(backend_refused_launch_changes_no_trace),
       cmocka_unit_test(redzone_alloc_in_a_capture_records_nothing),
+      cmocka_unit_test(graph_launch_into_a_capture_is_refused),
   };
   return MT_RUN(tests);
 }

@@ -163,7 +163,8 @@ struct metrale_context {
   void sync(StreamHandle h, const char* what);
   void settle_streams_before_scan();
   void check_range(DevPtr p, size_t bytes, const char* what) const;
-  // Capture checks (copy.cpp): done before anything is enqueued.
+  // Capture checks (copy.cpp; streams.cpp uses them too): done before
+  // anything is enqueued.
   bool capturing(metrale_stream* st);
   void refuse_if_capturing(metrale_stream* st, const char* what);
   // Enqueue, then count (and trace d2d); nothing counted when it throws.

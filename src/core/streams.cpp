@@ -40,6 +40,11 @@ void metrale_context::stream_destroy(metrale_stream* s) {
 void metrale_context::stream_synchronize(metrale_stream* s) {
   fault_.check();
   metrale_stream* st = stream_of(s);
+  // Refused before the driver sees it: a cuStreamSynchronize of a capturing
+  // stream fails AND invalidates the capture (probed), breaking rule 1.
+  if (capturing(st)) {
+    fail(METRALE_ERROR_CAPTURE, "stream is capturing; end or abort the capture first");
+  }
   sync(st->handle, "stream synchronize");
 }
 
@@ -164,6 +169,14 @@ void metrale_context::graph_launch(metrale_graph* g, metrale_stream* s) {
   fault_.check();
   metrale_graph* gr = graph_of(g);
   metrale_stream* st = stream_of(s);
+  // The driver answers a graph launch into a capture with
+  // STREAM_CAPTURE_UNSUPPORTED and invalidates the capture (probed on an
+  // H200): both backends refuse it before anything is recorded.
+  if (capturing(st)) {
+    fail(METRALE_ERROR_CAPTURE,
+         "graph launch into a capturing stream is not supported; nothing was recorded. "
+         "Launch the graph before beginning or after ending the capture");
+  }
   try {
     backend_->graph_launch(gr->handle, st->handle);
   } catch (const Error& e) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "backend/cuda/capture_mode.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 
 namespace metrale::backend::cuda_impl {
@@ -30,6 +31,7 @@ std::string mib(size_t bytes) {
 
 DevPtr CudaBackend::mem_alloc(size_t bytes, size_t* reserved) {
   make_current();
+  RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
   CUdeviceptr ptr = 0;
   CUresult rc = api_.memAlloc(&ptr, bytes);
   if (rc != CUDA_SUCCESS) {
@@ -45,6 +47,7 @@ DevPtr CudaBackend::mem_alloc(size_t bytes, size_t* reserved) {
 
 DevPtr CudaBackend::mem_alloc_managed(size_t bytes, size_t* reserved) {
   make_current();
+  RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
   CUdeviceptr ptr = 0;
   CUresult rc = api_.memAllocManaged(&ptr, bytes, CU_MEM_ATTACH_GLOBAL);
   if (rc != CUDA_SUCCESS)
@@ -58,6 +61,7 @@ DevPtr CudaBackend::mem_alloc_managed(size_t bytes, size_t* reserved) {
 void CudaBackend::mem_free(DevPtr ptr) {
   if (ptr == 0) return;
   make_current();
+  RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
   CUresult rc = api_.memFree(static_cast<CUdeviceptr>(ptr));
   if (rc != CUDA_SUCCESS && !is_teardown_noop(rc)) {
     char where[32];
@@ -68,6 +72,7 @@ void CudaBackend::mem_free(DevPtr ptr) {
 
 void* CudaBackend::host_alloc_pinned(size_t bytes) {
   make_current();
+  RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
   void* ptr = nullptr;
   // DEVICEMAP: kernels may read it through host_device_pointer; PORTABLE:
   // pinned for every context, not only ours.
@@ -81,12 +86,14 @@ void* CudaBackend::host_alloc_pinned(size_t bytes) {
 void CudaBackend::host_free_pinned(void* ptr) {
   if (ptr == nullptr) return;
   make_current();
+  RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
   CUresult rc = api_.memFreeHost(ptr);
   if (rc != CUDA_SUCCESS && !is_teardown_noop(rc)) raise(rc, "cuMemFreeHost");
 }
 
 void CudaBackend::host_register(void* ptr, size_t bytes) {
   make_current();
+  RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
   CUresult rc = api_.memHostRegister(ptr, bytes,
                                      CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
   if (rc != CUDA_SUCCESS)
@@ -95,6 +102,7 @@ void CudaBackend::host_register(void* ptr, size_t bytes) {
 
 void CudaBackend::host_unregister(void* ptr) {
   make_current();
+  RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
   CUresult rc = api_.memHostUnregister(ptr);
   if (rc != CUDA_SUCCESS && !is_teardown_noop(rc)) raise(rc, "cuMemHostUnregister");
 }

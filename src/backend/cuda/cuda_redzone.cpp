@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "backend/cuda/capture_mode.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/embedded_fatbin.hpp"
 
@@ -105,6 +106,8 @@ void CudaBackend::redzone_upload(const Range* ranges, size_t n) {
 void CudaBackend::pattern_fill(const Range* ranges, size_t n, uint8_t byte) {
   if (n == 0) return;
   make_current();
+  // Its own stream and waits: allowed beside a capture on this thread.
+  RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
   std::lock_guard<std::mutex> lock(redzone_mutex_);
   redzone_prepare();
   // A few ranges (an allocation's own pad) are cheaper as memsets than as an
@@ -133,6 +136,8 @@ void CudaBackend::pattern_count(const Range* ranges, size_t n, uint8_t byte,
                                 uint32_t* mismatches) {
   if (n == 0) return;
   make_current();
+  // Its own stream and waits: allowed beside a capture on this thread.
+  RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
   std::lock_guard<std::mutex> lock(redzone_mutex_);
   redzone_prepare();
   // Core has waited for the context's streams (not the whole device context:

@@ -1,15 +1,28 @@
 // copy_h2d_snapshot_async: a host-to-device copy recorded into a capture
 // without the graph keeping the caller's pointer.
 //
-// What the driver itself does (probed on an H200; see the issue 9 report):
-// a cuMemcpyHtoDAsync captured from host memory becomes a memcpy node that
-// reads the host pointer again at every replay, for pageable, pinned and
-// registered sources alike, so a plain captured copy keeps the caller's
-// buffer. Here the bytes are copied now into page-locked memory that a user
-// object on the capturing graph owns, and the node reads from that.
+// What the driver itself does (probed on an H200, driver 580 / CUDA 13.0, in
+// global, thread-local and relaxed capture modes):
+//   cuMemcpyHtoDAsync, pageable/pinned/registered src: OK, one memcpy node
+//     that reads src again at every replay (no snapshot);
+//   cuMemcpyDtoHAsync, all three kinds: one memcpy node writing the caller's
+//     buffer at every replay;
+//   cuMemsetD8Async on a mapped pinned/registered host pointer: a memset node
+//     writing host memory at replay; on a pageable pointer the capture
+//     succeeds and cuGraphInstantiate fails (INVALID_VALUE);
+//   cuGraphLaunch into a capturing stream: STREAM_CAPTURE_UNSUPPORTED, and
+//     the capture is invalidated (core refuses it first);
+//   a user object retained by the capturing graph (cuStreamGetCaptureInfo_v2
+//     gives the graph) has its destructor run about 1 ms after the graph
+//     (never instantiated) or its last exec is destroyed and synchronized.
+// So a plain captured copy keeps the caller's buffer. Here the bytes are
+// copied now into page-locked memory that a user object on the capturing
+// graph owns, and the node reads from that (probed: replays write the bytes
+// of call time; the destructor ran).
 #include <cstring>
 #include <memory>
 
+#include "backend/cuda/capture_mode.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 
 namespace metrale::backend::cuda_impl {
@@ -28,28 +41,6 @@ void CUDA_CB release_snapshot(void* user) {
   std::unique_ptr<OwnedSnapshot> owned(static_cast<OwnedSnapshot*>(user));
   owned->releases->push(owned->ptr);
 }
-
-// In a thread-local capture, cuMemHostAlloc and cuMemFreeHost on the
-// capturing thread are "potentially unsafe" calls that fail and invalidate
-// the capture. Neither touches the capturing stream, so this thread
-// switches to relaxed mode around them (what PyTorch's pinned allocator
-// does) and back.
-class RelaxedCaptureMode {
- public:
-  explicit RelaxedCaptureMode(const DriverApi& api) : api_(api) {
-    ok_ = api_.threadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
-  }
-  ~RelaxedCaptureMode() {
-    if (ok_) api_.threadExchangeStreamCaptureMode(&mode_);
-  }
-  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
-  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
-
- private:
-  const DriverApi& api_;
-  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
-  bool ok_ = false;
-};
 
 bool can_snapshot(const DriverApi& api) {
   return api.threadExchangeStreamCaptureMode != nullptr && api.streamGetCaptureInfo != nullptr &&

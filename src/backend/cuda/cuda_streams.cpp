@@ -1,4 +1,5 @@
 // Streams and events.
+#include "backend/cuda/capture_mode.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 
 namespace metrale::backend::cuda_impl {
@@ -27,6 +28,9 @@ void CudaBackend::stream_destroy(StreamHandle s) {
 
 void CudaBackend::stream_synchronize(StreamHandle s) {
   make_current();
+  // Core never syncs a capturing stream; another one may be waited for while
+  // this thread captures (capture_mode.hpp).
+  RelaxedCaptureMode relaxed(api_);
   check(api_.streamSynchronize(as_stream(s)), "cuStreamSynchronize");
 }
 

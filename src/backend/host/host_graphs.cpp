@@ -1,7 +1,7 @@
 // Graphs by stream capture: while a stream captures, its ops are recorded
 // (HostStream::submit); ending the capture turns the list into a graph, and
 // launching the graph replays the list in order as one op of the target
-// stream (recorded as one op when that stream is itself capturing).
+// stream (core refuses a launch into a capturing stream, as CUDA does).
 #include <mutex>
 #include <utility>
 
