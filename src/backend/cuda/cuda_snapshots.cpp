@@ -77,6 +77,7 @@ void CudaBackend::copy_h2d_snapshot_async(DevPtr dst, const void* src, size_t by
     // Not capturing any more: copy and wait, so src is free on return.
     check(api_.memcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, bytes, as_stream(s)),
           "cuMemcpyHtoDAsync_v2");
+    RelaxedCaptureMode relaxed(api_);  // another capture of this thread stays valid
     check(api_.streamSynchronize(as_stream(s)), "cuStreamSynchronize");
     return;
   }
