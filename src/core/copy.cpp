@@ -58,6 +58,7 @@ void metrale_context::trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t
 // The synchronous copies are the async ones on the default (or given)
 // stream, then a wait for that stream.
 void metrale_context::copy_h2d(const void* src, size_t bytes, DevPtr dst) {
+  refuse_wait_in_own_work(default_stream_->handle, "metrale_copy_h2d");
   copy_h2d_async_retained(src, bytes, dst, nullptr);
   if (bytes != 0) sync(default_stream_->handle, "copy_h2d");
 }
@@ -67,6 +68,8 @@ void metrale_context::copy_d2h(DevPtr src, void* dst, size_t bytes) {
 }
 
 void metrale_context::copy_d2h_on_stream(DevPtr src, void* dst, size_t bytes, metrale_stream* s) {
+  fault_.check();
+  refuse_wait_in_own_work(stream_of(s)->handle, "metrale_copy_d2h");
   copy_d2h_async(src, dst, bytes, s);
   if (bytes != 0) sync(stream_of(s)->handle, "copy_d2h");
 }
@@ -83,12 +86,21 @@ void metrale_context::copy_d2h_async(DevPtr src, void* dst, size_t bytes, metral
 }
 
 void metrale_context::copy_d2d(DevPtr src, DevPtr dst, size_t bytes) {
+  refuse_wait_in_own_work(default_stream_->handle, "metrale_copy_d2d");
   copy_d2d_async(src, dst, bytes, nullptr);
   if (bytes != 0) sync(default_stream_->handle, "copy_d2d");
 }
 
 void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
                                      metrale_stream* s) {
+  // From pinned memory it waits for the stream (below): refuse that first.
+  if (bytes != 0 && src != nullptr) {
+    fault_.check();
+    const StreamHandle h = stream_of(s)->handle;
+    if (backend_->in_stream_work(h) && host_is_pinned(src, bytes)) {
+      refuse_wait_in_own_work(h, "copy_h2d_async from pinned memory");
+    }
+  }
   copy_h2d_async_retained(src, bytes, dst, s);
   if (bytes == 0) return;
   metrale_stream* st = stream_of(s);
@@ -167,6 +179,7 @@ void metrale_context::memset(DevPtr dst, uint8_t value, size_t bytes) {
   if (bytes == 0) return;
   check_range(dst, bytes, "destination");
   StreamHandle h = default_stream_->handle;
+  refuse_wait_in_own_work(h, "metrale_memset");
   device([&] { backend_->memset_async(dst, value, bytes, h); });
   sync(h, "memset");
   Counters::bump(counters_.memsets);

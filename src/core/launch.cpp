@@ -109,6 +109,9 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
                                              " takes " + std::to_string(kern->params.size()) +
                                              " parameters");
   }
+  if (opts_.debug_sync != 0) {
+    refuse_wait_in_own_work(st->handle, "a launch with debug_sync");
+  }
   if (trace_on_.load(std::memory_order_relaxed)) {
     trace_launch(kern, grid, block, shared, params, args, args_bytes, packed);
   }

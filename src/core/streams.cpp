@@ -22,6 +22,7 @@ void metrale_context::stream_destroy(metrale_stream* s) {
     fail(METRALE_ERROR_INVALID_ARGUMENT, "the default stream belongs to the context and is "
                                          "destroyed with it");
   }
+  refuse_stream_destroy_in_own_work(st->handle);
   bool expected = true;
   if (!st->alive.compare_exchange_strong(expected, false)) {
     fail(METRALE_ERROR_INVALID_ARGUMENT, "stream was destroyed");
@@ -40,6 +41,7 @@ void metrale_context::stream_destroy(metrale_stream* s) {
 void metrale_context::stream_synchronize(metrale_stream* s) {
   fault_.check();
   metrale_stream* st = stream_of(s);
+  refuse_wait_in_own_work(st->handle, "metrale_stream_synchronize");
   sync(st->handle, "stream synchronize");
 }
 
