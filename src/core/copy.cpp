@@ -58,7 +58,7 @@ void metrale_context::trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t
 // The synchronous copies are the async ones on the default (or given)
 // stream, then a wait for that stream.
 void metrale_context::copy_h2d(const void* src, size_t bytes, DevPtr dst) {
-  refuse_wait_in_own_work(default_stream_->handle, "metrale_copy_h2d");
+  if (bytes != 0) refuse_wait_in_own_work(default_stream_->handle, "metrale_copy_h2d");
   copy_h2d_async_retained(src, bytes, dst, nullptr);
   if (bytes != 0) sync(default_stream_->handle, "copy_h2d");
 }
@@ -68,8 +68,10 @@ void metrale_context::copy_d2h(DevPtr src, void* dst, size_t bytes) {
 }
 
 void metrale_context::copy_d2h_on_stream(DevPtr src, void* dst, size_t bytes, metrale_stream* s) {
-  fault_.check();
-  refuse_wait_in_own_work(stream_of(s)->handle, "metrale_copy_d2h");
+  if (bytes != 0) {
+    fault_.check();
+    refuse_wait_in_own_work(stream_of(s)->handle, "metrale_copy_d2h");
+  }
   copy_d2h_async(src, dst, bytes, s);
   if (bytes != 0) sync(stream_of(s)->handle, "copy_d2h");
 }
@@ -86,7 +88,7 @@ void metrale_context::copy_d2h_async(DevPtr src, void* dst, size_t bytes, metral
 }
 
 void metrale_context::copy_d2d(DevPtr src, DevPtr dst, size_t bytes) {
-  refuse_wait_in_own_work(default_stream_->handle, "metrale_copy_d2d");
+  if (bytes != 0) refuse_wait_in_own_work(default_stream_->handle, "metrale_copy_d2d");
   copy_d2d_async(src, dst, bytes, nullptr);
   if (bytes != 0) sync(default_stream_->handle, "copy_d2d");
 }

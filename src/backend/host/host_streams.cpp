@@ -45,7 +45,9 @@ EventHandle HostBackend::event_create(bool timing) {
 }
 
 bool HostBackend::in_stream_work(StreamHandle s) {
-  if (s == 0) return StreamLock::any_held_here(this);
+  // The common answer, with no lookup: this thread runs no work of ours.
+  if (!StreamLock::any_held_here(this)) return false;
+  if (s == 0) return true;
   try {
     return streams_.get(s)->mutex.held_here();
   } catch (const Error&) {

@@ -58,9 +58,9 @@ void StreamLock::lock() {
   while (depth_ != 0) {
     if (would_deadlock(me)) {
       fail(METRALE_ERROR_INVALID_ARGUMENT,
-           "host backend: called from a host kernel (or log callback) while its stream's work "
-           "runs; this stream's work is running on another thread, inside a host kernel that "
-           "waits for a stream this thread holds: waiting would deadlock");
+           "host backend: waiting for this stream would deadlock: its work is running on "
+           "another thread, in a host kernel that waits (directly or through other threads) "
+           "for a stream whose work this thread is running (a host kernel calling back in)");
     }
     r.waiting[me] = this;
     r.released.wait(guard);
@@ -78,7 +78,7 @@ void StreamLock::unlock() {
   holder_ = std::thread::id();
   auto it = std::find(t_held.rbegin(), t_held.rend(), this);
   if (it != t_held.rend()) t_held.erase(std::next(it).base());
-  r.released.notify_all();
+  if (!r.waiting.empty()) r.released.notify_all();
 }
 
 bool StreamLock::held_here() const {
