@@ -343,6 +343,45 @@ static void kernel_waiting_for_own_stream_is_refused(void** state) {
   mt_close(ctx);
 }
 
+static metrale_status_t syncing_kernel(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  kernel_probe_t* p = user;
+  p->sync_own = metrale_stream_synchronize(p->ctx, p->own);
+  return METRALE_OK;
+}
+
+/* Replayed from a graph, a host kernel runs as work of the stream the graph
+ * is launched on: that stream is its own, the capture's stream is not. */
+static void kernel_replayed_by_graph_owns_the_launch_stream(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_require_host(ctx);
+  watchdog_arm();
+  kernel_probe_t p = {0};
+  p.ctx = ctx;
+  metrale_stream_t *capture = NULL, *replay = NULL;
+  MT_OK(metrale_stream_create(ctx, &capture));
+  MT_OK(metrale_stream_create(ctx, &replay));
+  metrale_kernel_t* k = register_kernel(ctx, "sync_in_graph", syncing_kernel, &p);
+  MT_OK(metrale_graph_begin_capture(ctx, capture));
+  MT_OK(metrale_launch(ctx, k, one, one, 0, capture, NULL));
+  metrale_graph_t* g = NULL;
+  MT_OK(metrale_graph_end_capture(ctx, capture, &g));
+  p.own = replay;
+  p.sync_own = METRALE_OK;
+  MT_OK(metrale_graph_launch(ctx, g, replay));
+  assert_int_equal(p.sync_own, METRALE_ERROR_INVALID_ARGUMENT);
+  p.own = capture;
+  p.sync_own = METRALE_ERROR_INTERNAL;
+  MT_OK(metrale_graph_launch(ctx, g, replay));
+  assert_int_equal(p.sync_own, METRALE_OK);
+  MT_OK(metrale_graph_destroy(ctx, g));
+  MT_OK(metrale_stream_destroy(ctx, capture));
+  MT_OK(metrale_stream_destroy(ctx, replay));
+  watchdog_disarm();
+  mt_close(ctx);
+}
+
 /* Two kernels on two streams, launched from two threads, both inside at once. */
 typedef struct pair_probe {
   metrale_context_t* ctx;
@@ -534,6 +573,7 @@ int main(void) {
       cmocka_unit_test_teardown(set_callback_from_inside_is_refused, teardown),
       cmocka_unit_test_teardown(kernel_destroying_own_context_is_refused, teardown),
       cmocka_unit_test_teardown(kernel_waiting_for_own_stream_is_refused, teardown),
+      cmocka_unit_test_teardown(kernel_replayed_by_graph_owns_the_launch_stream, teardown),
       cmocka_unit_test_teardown(two_kernels_scanning_do_not_deadlock, teardown),
       cmocka_unit_test_teardown(two_kernels_waiting_for_each_other_do_not_deadlock, teardown),
       cmocka_unit_test_teardown(callback_inside_kernel_follows_kernel_rules, teardown),
