@@ -92,7 +92,34 @@
  *    (rule 4: filled in by the race work)
  *
  * 5. What a log callback and a host kernel may call.
- *    (rule 5: filled in by the re-entry work)
+ *    Log callback (both backends): the library holds no lock of its own
+ *    while it runs, so it may call any function of this library, on any
+ *    context, with two exceptions that return INVALID_ARGUMENT and do
+ *    nothing: metrale_log_set_callback (it would wait for its own caller)
+ *    and metrale_context_destroy (the line may come from a call on that
+ *    context still running below the callback). A line that a call made
+ *    from inside the callback logs, on the same thread, goes to stderr,
+ *    never into the callback again: no recursion. metrale_log_set_callback
+ *    returns only when no call of the old callback is running, so its
+ *    user pointer may be freed at once.
+ *    Host kernel (host backend; the cuda backend has none): it runs as work
+ *    of its stream, in the launching thread, and may call the library.
+ *    Calls that would wait for that stream, i.e. for the kernel itself,
+ *    return INVALID_ARGUMENT ("called from a host kernel ...") before doing
+ *    anything: metrale_stream_synchronize of it, the synchronous copies and
+ *    memsets on it (metrale_copy_h2d, copy_d2d and memset use the default
+ *    stream; copy_d2h_on_stream its stream; copy_h2d_async from pinned
+ *    memory its stream), a launch with debug_sync on it, and
+ *    metrale_redzone_scan (it waits for every stream of the context).
+ *    So do metrale_stream_destroy of its stream and metrale_context_destroy
+ *    of its context: the launch still uses them. Everything else works:
+ *    memory, ledger and telemetry calls, async work on any stream (on its
+ *    own stream it runs at once, nested, before the kernel returns),
+ *    waits for other streams, events, captures, other contexts. Two host
+ *    kernels that wait for (or put work on) each other's streams never
+ *    deadlock: the call that would close the cycle returns INVALID_ARGUMENT
+ *    ("... would deadlock") and the other completes after it. A log
+ *    callback run from inside a host kernel obeys both rules.
  *
  * 6. Untrusted sizes, paths and environment values.
  *    (rule 6: filled in by the input work)
@@ -297,7 +324,15 @@ metrale_status_t metrale_log_set_level(metrale_log_level_t level);
 
 /** Receives each log line (level, text without newline) instead of stderr.
  *  fn NULL restores stderr. fn may be called from any thread, concurrently,
- *  and must not call back into this library. Always METRALE_OK. */
+ *  with no lock of this library held. It may call this library (rule 5):
+ *  lines logged by those calls on the callback's thread go to stderr, not
+ *  back into fn; metrale_log_set_callback and metrale_context_destroy are
+ *  refused from inside fn with INVALID_ARGUMENT.
+ *  Returns only once no call of the previous callback is running on any
+ *  thread, so the previous user pointer may be freed when it returns.
+ *  METRALE_OK; INVALID_ARGUMENT (nothing changed) when called from inside
+ *  the callback, where that wait would wait for its own caller.
+ *  Thread-safe. */
 typedef void (*metrale_log_fn)(metrale_log_level_t level, const char* message, void* user);
 metrale_status_t metrale_log_set_callback(metrale_log_fn fn, void* user);
 
@@ -321,7 +356,8 @@ metrale_status_t metrale_context_create(const metrale_context_options_t* opts,
 /** Frees every allocation still on the ledger (a warning names their sites),
  *  every stream, event, graph and module the context made, and the context.
  *  NULL is OK. Succeeds on a lost context. Not to be called while other
- *  threads use ctx. */
+ *  threads use ctx. INVALID_ARGUMENT, nothing freed, from inside the log
+ *  callback and from a host kernel running on a stream of ctx (rule 5). */
 metrale_status_t metrale_context_destroy(metrale_context_t* ctx);
 
 /** The backend the context runs on; METRALE_BACKEND_AUTO when ctx is NULL. */
@@ -431,7 +467,9 @@ metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count)
  *  METRALE_ERROR_REDZONE_CORRUPTED when any is (the message names the first);
  *  METRALE_ERROR_CAPTURE when pads are dirty but the default stream, which
  *  reads them back, is capturing (end or abort that capture first).
- *  A scan does not repair pads: see metrale_redzone_poison. */
+ *  A scan does not repair pads: see metrale_redzone_poison.
+ *  INVALID_ARGUMENT from a host kernel of ctx: the scan waits for every
+ *  stream, the kernel's own included (rule 5). */
 metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_violation_t* out,
                                       size_t cap, size_t* count);
 
@@ -447,7 +485,8 @@ metrale_status_t metrale_redzone_poison(metrale_context_t* ctx, uint64_t lo, uin
  * arena) is METRALE_ERROR_OUT_OF_BOUNDS before a byte moves. The host
  * backend always refuses device ranges outside its own memory with
  * METRALE_ERROR_INVALID_ARGUMENT. Synchronous copies run on the default
- * stream and wait for it. */
+ * stream and wait for it; from a host kernel running on the stream they
+ * would wait for, they return INVALID_ARGUMENT and copy nothing (rule 5). */
 
 /** Host to device, synchronous (default stream). CAPTURE, with nothing
  *  recorded, while the default stream captures (rule 3). */
@@ -549,13 +588,19 @@ typedef struct metrale_host_kernel_call {
 /** A host-backend kernel: called once per launch (it loops over the grid
  *  itself). Returning METRALE_ERROR_CONTEXT_LOST simulates a sticky device
  *  fault (the context latches it); any other non-OK status is returned by
- *  the launch. */
+ *  the launch. It runs as work of its stream, in the thread that launched
+ *  it (or launched the graph replaying it), and may call this library:
+ *  calls that would wait for its own stream, destroy that stream or destroy
+ *  its context return INVALID_ARGUMENT and do nothing; a wait that would
+ *  deadlock with another host kernel returns INVALID_ARGUMENT; the rest
+ *  works (rule 5). */
 typedef metrale_status_t (*metrale_host_kernel_fn)(const metrale_host_kernel_call_t* call,
                                                    void* user);
 
 /** Registers fn as module::func on the host backend (the module is created
  *  when new). Parameter sizes are unknown: params are passed through, and a
- *  launch captured in a graph keeps the caller's pointers.
+ *  launch captured in a graph keeps the caller's pointers. What fn may call
+ *  back: see metrale_host_kernel_fn and rule 5.
  *  INVALID_ARGUMENT (NULL, name taken), UNSUPPORTED on the cuda backend. */
 metrale_status_t metrale_module_register_host(metrale_context_t* ctx, const char* module,
                                               const char* func, metrale_host_kernel_fn fn,
@@ -574,8 +619,10 @@ metrale_status_t metrale_module_register_host_params(metrale_context_t* ctx, con
  *  for a zero dimension; CONTEXT_LOST when the launch revealed a sticky
  *  fault (latched); DRIVER otherwise. With debug_sync, waits for the stream
  *  and names the kernel on failure; while the stream captures there is no
- *  wait (nor kernel timing) and the launch is only recorded. The trace entry
- *  and the launch counter move only when the launch was taken (rule 1). */
+ *  wait (nor kernel timing) and the launch is only recorded. From a host
+ *  kernel running on that stream, debug_sync makes it INVALID_ARGUMENT with
+ *  nothing launched (rule 5). The trace entry and the launch counter move
+ *  only when the launch was taken (rule 1). */
 metrale_status_t metrale_launch(metrale_context_t* ctx, metrale_kernel_t* kernel,
                                 metrale_dim3_t grid, metrale_dim3_t block, uint32_t shared_bytes,
                                 metrale_stream_t* stream, void** params);
@@ -594,11 +641,15 @@ metrale_status_t metrale_launch_packed(metrale_context_t* ctx, metrale_kernel_t*
 
 /** A new non-blocking stream, owned by the caller until stream_destroy. */
 metrale_status_t metrale_stream_create(metrale_context_t* ctx, metrale_stream_t** out);
-/** Destroys a stream (NULL is OK). INVALID_ARGUMENT for the default stream. */
+/** Destroys a stream (NULL is OK). INVALID_ARGUMENT for the default stream,
+ *  and from a host kernel running on that stream (rule 5). */
 metrale_status_t metrale_stream_destroy(metrale_context_t* ctx, metrale_stream_t* stream);
 /** Waits for all work on the stream. CAPTURE while it is capturing (refused
  *  before the driver sees it, so the capture stays valid). Waiting for
- *  another stream while this thread captures is allowed. */
+ *  another stream while this thread captures is allowed. INVALID_ARGUMENT
+ *  from a host kernel running on that stream (it would wait for itself), or
+ *  when waiting would deadlock with a host kernel on another thread that
+ *  waits for this kernel's stream (rule 5). */
 metrale_status_t metrale_stream_synchronize(metrale_context_t* ctx, metrale_stream_t* stream);
 /** The context's own non-blocking stream; NULL when ctx is NULL. Owned by
  *  the context. */

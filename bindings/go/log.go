@@ -45,15 +45,17 @@ var (
 )
 
 // SetLogCallback sends every library log line to f instead of stderr; nil
-// restores stderr. f may run on any goroutine's thread, concurrently, and
-// must not call this package.
+// restores stderr. f may run on any goroutine's thread, concurrently. It may
+// call this package (lines those calls log go to stderr, not back into f),
+// except SetLogCallback (it waits for f to return) and Context.Close (the
+// library refuses a destroy from inside the callback).
 func SetLogCallback(f func(level LogLevel, message string)) {
 	var h cgo.Handle
 	if f != nil {
 		h = cgo.NewHandle(f)
 	}
-	// The lock is not held across the C call: a line being delivered on
-	// another thread may hold the library's sink lock while it waits for ours.
+	// The lock is not held across the C call: the library waits there for
+	// lines still running the old callback, which hold logMu for reading.
 	logMu.Lock()
 	old := logHandle
 	logHandle = h

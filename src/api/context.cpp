@@ -24,7 +24,8 @@ METRALE_API metrale_status_t metrale_context_create(const metrale_context_option
 METRALE_API metrale_status_t metrale_context_destroy(metrale_context_t* ctx) {
   return guarded([&] {
     if (ctx == nullptr) return;
-    live(ctx)->destroy();
+    live(ctx)->refuse_destroy_from_inside();
+    ctx->destroy();
   });
 }
 

@@ -64,6 +64,5 @@ METRALE_API metrale_status_t metrale_log_set_level(metrale_log_level_t level) {
 }
 
 METRALE_API metrale_status_t metrale_log_set_callback(metrale_log_fn fn, void* user) {
-  metrale::core::set_log_callback(fn, user);
-  return METRALE_OK;
+  return guarded([&] { metrale::core::set_log_callback(fn, user); });
 }

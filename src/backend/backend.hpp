@@ -107,6 +107,14 @@ class Backend {
   virtual void stream_synchronize(StreamHandle s) = 0;
   // Throws when the query itself fails (core then treats it as capturing).
   virtual bool stream_is_capturing(StreamHandle s) = 0;
+  // Whether the calling thread is running work of stream s right now: a
+  // host kernel (or a log callback it triggered) that called back into the
+  // library. s == 0: work of any stream of this backend. A backend that
+  // never runs work on a caller's thread (cuda) answers false.
+  virtual bool in_stream_work(StreamHandle s) {
+    (void)s;
+    return false;
+  }
   virtual EventHandle event_create(bool timing) = 0;
   virtual void event_destroy(EventHandle e) = 0;
   virtual void event_record(EventHandle e, StreamHandle s) = 0;

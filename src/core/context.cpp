@@ -52,15 +52,17 @@ std::unique_ptr<be::Backend> open_backend(const metrale_context_options_t& o) {
   if (o.backend == METRALE_BACKEND_CUDA) return be::make_cuda_backend(o.device);
   try {
     auto b = be::make_cuda_backend(o.device);
-    static std::once_flag logged;
-    std::call_once(logged, [&] { log().info("backend auto: using cuda device {}", o.device); });
+    // Not std::call_once: the line may reach a log callback that creates a
+    // context itself, and call_once entered again on one thread deadlocks.
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) log().info("backend auto: using cuda device {}", o.device);
     return b;
   } catch (const Error& e) {
     if (e.status() != METRALE_ERROR_NO_DRIVER && e.status() != METRALE_ERROR_NO_DEVICE) throw;
-    static std::once_flag logged;
-    std::call_once(logged, [&] {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
       log().info("backend auto: using host, because cuda is unavailable: {}", e.what());
-    });
+    }
     return be::make_host_backend();
   }
 }

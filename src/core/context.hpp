@@ -43,6 +43,10 @@ struct metrale_context {
   static metrale_context* create(const metrale_context_options_t* opts);
   // Frees everything, errors ignored; deletes this.
   void destroy() noexcept;
+  // INVALID_ARGUMENT when this thread may not destroy the context now: it is
+  // inside the log callback, or inside a host kernel of this context
+  // (reentry.cpp). The api calls it before destroy().
+  void refuse_destroy_from_inside();
   metrale_backend_t backend_kind() const { return backend_->kind(); }
   void bind_thread();
   // Throws CONTEXT_LOST naming the first fault; returns while healthy.
@@ -162,6 +166,12 @@ struct metrale_context {
   // backend stream_synchronize, counted, faults probed.
   void sync(StreamHandle h, const char* what);
   void settle_streams_before_scan();
+  // Host kernels calling back in (reentry.cpp): INVALID_ARGUMENT when this
+  // thread runs work of stream h (a wait on h would wait for the kernel
+  // itself), of any stream of this context, or of stream h being destroyed.
+  void refuse_wait_in_own_work(StreamHandle h, const char* what);
+  void refuse_in_any_work(const char* what);
+  void refuse_stream_destroy_in_own_work(StreamHandle h);
   void check_range(DevPtr p, size_t bytes, const char* what) const;
   // Capture checks (copy.cpp; streams.cpp uses them too): done before
   // anything is enqueued.

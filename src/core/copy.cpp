@@ -102,6 +102,7 @@ void metrale_context::copy_h2d(const void* src, size_t bytes, DevPtr dst) {
   need_host(src, "src");
   check_range(dst, bytes, "destination");
   refuse_if_capturing(st, "copy_h2d");
+  refuse_wait_in_own_work(st->handle, "metrale_copy_h2d");
   enqueue_h2d(src, bytes, dst, st, false);
   sync(st->handle, "copy_h2d");
 }
@@ -117,6 +118,7 @@ void metrale_context::copy_d2h_on_stream(DevPtr src, void* dst, size_t bytes, me
   need_host(dst, "dst");
   check_range(src, bytes, "source");
   refuse_if_capturing(st, "copy_d2h");
+  refuse_wait_in_own_work(st->handle, "metrale_copy_d2h");
   enqueue_d2h(src, dst, bytes, st);
   sync(st->handle, "copy_d2h");
 }
@@ -139,6 +141,7 @@ void metrale_context::copy_d2d(DevPtr src, DevPtr dst, size_t bytes) {
   check_range(src, bytes, "source");
   check_range(dst, bytes, "destination");
   refuse_if_capturing(st, "copy_d2d");
+  refuse_wait_in_own_work(st->handle, "metrale_copy_d2d");
   enqueue_d2d(src, dst, bytes, st);
   sync(st->handle, "copy_d2d");
 }
@@ -156,9 +159,15 @@ void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
     enqueue_h2d(src, bytes, dst, st, true);
     return;
   }
+  // From pinned memory it waits for the stream (below): a host kernel on
+  // that stream is refused before anything is enqueued (rule 5).
+  const bool pinned = host_is_pinned(src, bytes);
+  if (pinned && backend_->in_stream_work(st->handle)) {
+    refuse_wait_in_own_work(st->handle, "copy_h2d_async from pinned memory");
+  }
   enqueue_h2d(src, bytes, dst, st, false);
   // Outside a capture a copy from page-locked memory reads src later: wait.
-  if (host_is_pinned(src, bytes)) {
+  if (pinned) {
     if (!warned_pinned_source_.exchange(true)) {
       metrale::core::log().warn(
           "copy_h2d_async from pinned host memory waits for the stream so the caller may "
@@ -237,6 +246,7 @@ void metrale_context::memset(DevPtr dst, uint8_t value, size_t bytes) {
   check_range(dst, bytes, "destination");
   refuse_if_capturing(default_stream_, "memset");
   StreamHandle h = default_stream_->handle;
+  refuse_wait_in_own_work(h, "metrale_memset");
   device([&] { backend_->memset_async(dst, value, bytes, h); });
   Counters::bump(counters_.memsets);
   Counters::bump(counters_.memset_bytes, bytes);

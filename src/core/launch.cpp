@@ -110,6 +110,9 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
                                              " takes " + std::to_string(kern->params.size()) +
                                              " parameters");
   }
+  if (opts_.debug_sync != 0) {
+    refuse_wait_in_own_work(st->handle, "a launch with debug_sync");
+  }
   // The entry is built from the arguments as they are now, and pushed only
   // once the launch was taken: a failed launch leaves the trace as it was.
   const bool traced = trace_on_.load(std::memory_order_relaxed);

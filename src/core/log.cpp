@@ -2,6 +2,7 @@
 
 #include "backend/log_sink.hpp"
 
+#include <spdlog/details/null_mutex.h>
 #include <spdlog/sinks/base_sink.h>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <mutex>
 
 #include "backend/error.hpp"
+#include "core/log_callback.hpp"
 
 namespace metrale::core {
 namespace {
@@ -38,39 +40,26 @@ spdlog::level::level_enum to_spdlog(metrale_log_level_t l) {
   }
 }
 
-// Forwards each formatted line to the user's callback, or to stderr.
-class ForwardingSink : public spdlog::sinks::base_sink<std::mutex> {
+// Forwards each formatted line to the user's callback, or to stderr. The
+// sink takes no lock of its own (null_mutex): base_sink<std::mutex> would hold
+// its mutex across the callback, so a callback that logs through the library
+// would lock it again on the same thread. The gate decides who gets the line.
+class ForwardingSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
  public:
-  void set_callback(metrale_log_fn fn, void* user) {
-    std::lock_guard<std::mutex> lock(callback_mutex_);
-    fn_ = fn;
-    user_ = user;
-  }
+  LogCallbackGate& gate() { return gate_; }
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
     std::string text = "metrale: ";
     text.append(msg.payload.data(), msg.payload.size());
-    metrale_log_fn fn;
-    void* user;
-    {
-      std::lock_guard<std::mutex> lock(callback_mutex_);
-      fn = fn_;
-      user = user_;
-    }
-    if (fn != nullptr) {
-      fn(from_spdlog(msg.level), text.c_str(), user);
-    } else {
-      text.push_back('\n');
-      std::fwrite(text.data(), 1, text.size(), stderr);
-    }
+    if (gate_.deliver(from_spdlog(msg.level), text.c_str())) return;
+    text.push_back('\n');
+    std::fwrite(text.data(), 1, text.size(), stderr);
   }
   void flush_() override { std::fflush(stderr); }
 
  private:
-  std::mutex callback_mutex_;
-  metrale_log_fn fn_ = nullptr;
-  void* user_ = nullptr;
+  LogCallbackGate gate_;
 };
 
 void log_from_backend(metrale_log_level_t level, const std::string& text);
@@ -137,6 +126,8 @@ void apply_log_env() {
   set_log_level(level);
 }
 
-void set_log_callback(metrale_log_fn fn, void* user) { holder().sink->set_callback(fn, user); }
+void set_log_callback(metrale_log_fn fn, void* user) { holder().sink->gate().set(fn, user); }
+
+bool in_log_callback() { return LogCallbackGate::inside_callback(); }
 
 }  // namespace metrale::core

@@ -45,6 +45,7 @@ void metrale_context::settle_streams_before_scan() {
 
 void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap, size_t* count) {
   fault_.check();
+  refuse_in_any_work("metrale_redzone_scan");
   std::vector<Range> zones;
   std::vector<DevPtr> owners;
   ledger_.pads(&zones, &owners);

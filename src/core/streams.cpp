@@ -22,6 +22,7 @@ void metrale_context::stream_destroy(metrale_stream* s) {
     fail(METRALE_ERROR_INVALID_ARGUMENT, "the default stream belongs to the context and is "
                                          "destroyed with it");
   }
+  refuse_stream_destroy_in_own_work(st->handle);
   bool expected = true;
   if (!st->alive.compare_exchange_strong(expected, false)) {
     fail(METRALE_ERROR_INVALID_ARGUMENT, "stream was destroyed");
@@ -45,6 +46,7 @@ void metrale_context::stream_synchronize(metrale_stream* s) {
   if (capturing(st)) {
     fail(METRALE_ERROR_CAPTURE, "stream is capturing; end or abort the capture first");
   }
+  refuse_wait_in_own_work(st->handle, "metrale_stream_synchronize");
   sync(st->handle, "stream synchronize");
 }
 

@@ -6,6 +6,7 @@
 #include "backend/log_sink.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -28,14 +29,32 @@ constexpr unsigned kThreadsPerBlock = 256;
 // The kernels loop over ranges, so the grid need not grow past this.
 constexpr size_t kMaxBlocks = 65535;
 
+// The fallback is decided under redzone_mutex_, but the line is logged after
+// it is released: a log callback may call back into the library (an alloc
+// fills a pad, which takes that mutex again on this thread).
+thread_local std::string t_pending_line;
+
 void log_fallback_once(const std::string& why) {
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    backend::log(METRALE_LOG_WARN,
-        "red zones on cuda use the slow path (a memset per range, pads checked on the host): " +
-            why);
-  });
+  // Not std::call_once: call_once entered again on one thread deadlocks.
+  static std::atomic<bool> logged{false};
+  if (logged.exchange(true)) return;
+  t_pending_line =
+      "red zones on cuda use the slow path (a memset per range, pads checked on the host): " + why;
 }
+
+// Declared before the lock_guard, so it runs after the unlock.
+struct LogAfterUnlock {
+  ~LogAfterUnlock() {
+    if (t_pending_line.empty()) return;
+    std::string line;
+    line.swap(t_pending_line);
+    try {
+      backend::log(METRALE_LOG_WARN, line);
+    } catch (...) {
+      // Logging never fails the red-zone pass.
+    }
+  }
+};
 
 }  // namespace
 
@@ -108,6 +127,7 @@ void CudaBackend::pattern_fill(const Range* ranges, size_t n, uint8_t byte) {
   make_current();
   // Its own stream and waits: allowed beside a capture on this thread.
   RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
+  LogAfterUnlock log_after_unlock;
   std::lock_guard<std::mutex> lock(redzone_mutex_);
   redzone_prepare();
   // A few ranges (an allocation's own pad) are cheaper as memsets than as an
@@ -138,6 +158,7 @@ void CudaBackend::pattern_count(const Range* ranges, size_t n, uint8_t byte,
   make_current();
   // Its own stream and waits: allowed beside a capture on this thread.
   RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
+  LogAfterUnlock log_after_unlock;
   std::lock_guard<std::mutex> lock(redzone_mutex_);
   redzone_prepare();
   // Core has waited for the context's streams (not the whole device context:

@@ -53,6 +53,7 @@ class HostBackend final : public Backend {
   void stream_destroy(StreamHandle s) override;
   void stream_synchronize(StreamHandle s) override;
   bool stream_is_capturing(StreamHandle s) override;
+  bool in_stream_work(StreamHandle s) override;
   EventHandle event_create(bool timing) override;
   void event_destroy(EventHandle e) override;
   void event_record(EventHandle e, StreamHandle s) override;

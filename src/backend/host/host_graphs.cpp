@@ -11,7 +11,7 @@ namespace metrale::backend::host {
 
 void HostBackend::capture_begin(StreamHandle s) {
   auto stream = usable_stream(s);
-  std::lock_guard<std::recursive_mutex> lock(stream->mutex);
+  std::lock_guard<StreamLock> lock(stream->mutex);
   if (stream->capturing) {
     fail(METRALE_ERROR_CAPTURE, "host backend: the stream is already capturing");
   }
@@ -23,7 +23,7 @@ GraphHandle HostBackend::capture_end(StreamHandle s) {
   auto stream = usable_stream(s);
   std::vector<StreamOp> recorded;
   {
-    std::lock_guard<std::recursive_mutex> lock(stream->mutex);
+    std::lock_guard<StreamLock> lock(stream->mutex);
     if (!stream->capturing) {
       fail(METRALE_ERROR_CAPTURE, "host backend: capture_end on a stream that is not capturing");
     }
@@ -37,7 +37,7 @@ GraphHandle HostBackend::capture_end(StreamHandle s) {
 void HostBackend::capture_abort(StreamHandle s) {
   auto stream = streams_.get(s);
   std::vector<StreamOp> dropped;
-  std::lock_guard<std::recursive_mutex> lock(stream->mutex);
+  std::lock_guard<StreamLock> lock(stream->mutex);
   if (!stream->capturing) return;
   dropped.swap(stream->captured);
   stream->capturing = false;

@@ -11,7 +11,7 @@ namespace metrale::backend::host {
 
 StreamHandle HostBackend::stream_create() {
   fault_.throw_if_lost();
-  return streams_.add(std::make_shared<HostStream>());
+  return streams_.add(std::make_shared<HostStream>(this));
 }
 
 // Allowed on a lost context. A capture still open on the stream is dropped
@@ -20,7 +20,14 @@ void HostBackend::stream_destroy(StreamHandle s) { streams_.take(s); }
 
 void HostBackend::stream_synchronize(StreamHandle s) {
   auto stream = usable_stream(s);
-  std::lock_guard<std::recursive_mutex> lock(stream->mutex);
+  // The op this thread is running (a host kernel) is part of the stream's
+  // work: the wait could only end by returning before it finished.
+  if (stream->mutex.held_here()) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "host backend: stream synchronize called from a host kernel running on that stream; "
+         "it would wait for the kernel itself");
+  }
+  std::lock_guard<StreamLock> lock(stream->mutex);
   if (stream->capturing) {
     fail(METRALE_ERROR_CAPTURE, "stream is capturing; end or abort the capture first");
   }
@@ -28,13 +35,24 @@ void HostBackend::stream_synchronize(StreamHandle s) {
 
 bool HostBackend::stream_is_capturing(StreamHandle s) {
   auto stream = usable_stream(s);
-  std::lock_guard<std::recursive_mutex> lock(stream->mutex);
+  std::lock_guard<StreamLock> lock(stream->mutex);
   return stream->capturing;
 }
 
 EventHandle HostBackend::event_create(bool timing) {
   fault_.throw_if_lost();
   return events_.add(std::make_shared<HostEvent>(timing));
+}
+
+bool HostBackend::in_stream_work(StreamHandle s) {
+  // The common answer, with no lookup: this thread runs no work of ours.
+  if (!StreamLock::any_held_here(this)) return false;
+  if (s == 0) return true;
+  try {
+    return streams_.get(s)->mutex.held_here();
+  } catch (const Error&) {
+    return false;  // not a stream of this backend
+  }
 }
 
 void HostBackend::event_destroy(EventHandle e) { events_.take(e); }

@@ -1,5 +1,5 @@
 // Streams, events and graphs of the host backend. A stream runs the work put
-// on it at once, in the caller's thread; its mutex is held while an op runs
+// on it at once, in the caller's thread; its lock is held while an op runs
 // so that two threads never interleave one stream's ops. While the stream is
 // capturing, ops are recorded instead and a graph replays them.
 #pragma once
@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "backend/host/stream_lock.hpp"
+
 namespace metrale::backend::host {
 
 // One unit of stream work. Everything it needs is captured by value, so a
@@ -17,16 +19,19 @@ namespace metrale::backend::host {
 using StreamOp = std::function<void()>;
 
 struct HostStream {
+  explicit HostStream(const void* backend) : mutex(backend) {}
+
   // Recursive so that a host kernel calling back into the library on its own
-  // stream runs that work nested, in order, instead of deadlocking.
-  std::recursive_mutex mutex;
+  // stream runs that work nested, in order, instead of deadlocking; it also
+  // tells which thread runs the stream's work (see stream_lock.hpp).
+  StreamLock mutex;
   bool capturing = false;          // under mutex
   std::vector<StreamOp> captured;  // under mutex
 
   // Runs op now, in this thread, or records it when the stream is capturing.
   template <typename Op>
   void submit(Op&& op) {
-    std::lock_guard<std::recursive_mutex> lock(mutex);
+    std::lock_guard<StreamLock> lock(mutex);
     if (capturing) {
       captured.emplace_back(std::forward<Op>(op));
     } else {

@@ -56,8 +56,10 @@ unsafe extern "C" fn trampoline(level: sys::metrale_log_level_t, message: *const
 }
 
 /// Sends every log line of the library to `f` instead of stderr. `f` may
-/// run on any thread, concurrently, and must not call this crate (the
-/// library forbids calls back into it from the callback).
+/// run on any thread, concurrently. It may call this crate (lines those
+/// calls log go to stderr, not back into `f`), except `set_log_callback`,
+/// `clear_log_callback` (they wait for `f` to return) and dropping a
+/// `Context` (the library refuses a destroy from inside the callback).
 pub fn set_log_callback<F>(f: F)
 where
     F: Fn(Level, &str) + Send + Sync + 'static,

@@ -1,0 +1,93 @@
+#include "backend/host/stream_lock.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/error.hpp"
+
+namespace metrale::backend::host {
+namespace {
+
+// One registry for every host backend: a cycle may run through streams of
+// two contexts. Stream ops are short, so one mutex for the bookkeeping is
+// cheap; it is never held while an op runs.
+struct Registry {
+  std::mutex mutex;
+  std::condition_variable released;
+  // The lock each blocked thread waits for.
+  std::unordered_map<std::thread::id, const StreamLock*> waiting;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: streams may outlive statics
+  return *r;
+}
+
+// The locks this thread holds, innermost last.
+thread_local std::vector<const StreamLock*> t_held;
+
+}  // namespace
+
+bool StreamLock::would_deadlock(std::thread::id me) const {
+  const Registry& r = registry();
+  // Follow holder -> the lock it waits for -> its holder ... A chain that
+  // comes back to this thread is a cycle; any other chain ends (a thread
+  // that is not waiting) or loops elsewhere (bounded by the waiters).
+  const StreamLock* at = this;
+  for (size_t steps = 0; steps <= r.waiting.size(); ++steps) {
+    if (at->depth_ == 0) return false;
+    if (at->holder_ == me) return true;
+    auto next = r.waiting.find(at->holder_);
+    if (next == r.waiting.end()) return false;
+    at = next->second;
+  }
+  return false;
+}
+
+void StreamLock::lock() {
+  Registry& r = registry();
+  const std::thread::id me = std::this_thread::get_id();
+  std::unique_lock<std::mutex> guard(r.mutex);
+  if (depth_ != 0 && holder_ == me) {
+    ++depth_;
+    return;
+  }
+  while (depth_ != 0) {
+    if (would_deadlock(me)) {
+      fail(METRALE_ERROR_INVALID_ARGUMENT,
+           "host backend: waiting for this stream would deadlock: its work is running on "
+           "another thread, in a host kernel that waits (directly or through other threads) "
+           "for a stream whose work this thread is running (a host kernel calling back in)");
+    }
+    r.waiting[me] = this;
+    r.released.wait(guard);
+    r.waiting.erase(me);
+  }
+  holder_ = me;
+  depth_ = 1;
+  t_held.push_back(this);
+}
+
+void StreamLock::unlock() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  if (--depth_ != 0) return;
+  holder_ = std::thread::id();
+  auto it = std::find(t_held.rbegin(), t_held.rend(), this);
+  if (it != t_held.rend()) t_held.erase(std::next(it).base());
+  if (!r.waiting.empty()) r.released.notify_all();
+}
+
+bool StreamLock::held_here() const {
+  return std::find(t_held.begin(), t_held.end(), this) != t_held.end();
+}
+
+bool StreamLock::any_held_here(const void* owner) {
+  return std::any_of(t_held.begin(), t_held.end(),
+                     [owner](const StreamLock* l) { return l->owner_ == owner; });
+}
+
+}  // namespace metrale::backend::host

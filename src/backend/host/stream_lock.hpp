@@ -1,0 +1,46 @@
+// The lock a host stream is held with while one of its ops runs (and while
+// its capture state changes). Host streams run work in the thread that puts
+// it on them, and a host kernel is an op: while it runs, its thread holds
+// the stream's lock and runs the caller's code, which may call back into
+// the library. So, unlike a std::recursive_mutex, this lock
+//  - knows its holder: the backend can tell that the calling thread is
+//    running work of a stream (a host kernel that called back in), and of
+//    which backend;
+//  - refuses to wait when waiting would deadlock: when the thread holding
+//    the stream waits (directly, or through other threads) for a stream
+//    this thread holds. Two host kernels on two streams that each put work
+//    on, or wait for, the other's stream: the one that would close the
+//    cycle gets INVALID_ARGUMENT, the other goes on.
+// Recursive: work a host kernel puts on its own stream runs nested, at once.
+#pragma once
+
+#include <thread>
+
+namespace metrale::backend::host {
+
+class StreamLock {
+ public:
+  // owner: the backend the stream belongs to (only compared).
+  explicit StreamLock(const void* owner) : owner_(owner) {}
+  StreamLock(const StreamLock&) = delete;
+  StreamLock& operator=(const StreamLock&) = delete;
+
+  // Waits for the lock; throws INVALID_ARGUMENT (holding nothing new) when
+  // the wait would never end.
+  void lock();
+  void unlock();
+
+  // Whether the calling thread holds this lock.
+  bool held_here() const;
+  // Whether the calling thread holds the lock of any stream of owner.
+  static bool any_held_here(const void* owner);
+
+ private:
+  bool would_deadlock(std::thread::id me) const;
+
+  const void* const owner_;
+  std::thread::id holder_;  // under the registry mutex (stream_lock.cpp)
+  unsigned depth_ = 0;      // under the registry mutex
+};
+
+}  // namespace metrale::backend::host
