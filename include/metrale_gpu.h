@@ -170,7 +170,9 @@ typedef struct metrale_redzone_violation {
 #define METRALE_REDZONE_PATTERN 0xA5u
 
 /** Telemetry counters of one context. Set struct_size to
- *  sizeof(metrale_counters_t) before calling metrale_counters(). */
+ *  sizeof(metrale_counters_t) before calling metrale_counters(). Fields are
+ *  only ever added at the end: a caller built against an older header (a
+ *  struct_size that ends before timings_dropped) gets the fields it knows. */
 typedef struct metrale_counters {
   size_t struct_size;
   uint64_t launches;         /* kernel launches, graph replays not included */
@@ -184,6 +186,8 @@ typedef struct metrale_counters {
   uint64_t frees, free_bytes;
   uint64_t kernel_lookups, kernel_lookup_misses;
   uint64_t pinned_source_waits;   /* h2d_async calls that waited for a pinned source */
+  uint64_t timings_dropped;       /* launches left untimed by the caps that
+                                     metrale_kernel_timings_read documents */
 } metrale_counters_t;
 
 typedef struct metrale_device_info {
@@ -241,7 +245,7 @@ typedef struct metrale_context_options {
   int checked_pointers;          /* default 0 */
   int debug_sync;                /* default 0 */
   int launch_trace;              /* default 0 */
-  int kernel_timing;             /* default 0 */
+  int kernel_timing;             /* default 0; bounded: see metrale_kernel_timings_read */
   size_t trace_capacity;         /* entries kept by the launch trace and the kernel
                                     audit, newest kept; default 65536; 0 keeps none */
 } metrale_context_options_t;
@@ -622,8 +626,10 @@ metrale_status_t metrale_device_free_memory(metrale_context_t* ctx, size_t* byte
 /* Telemetry                                                           */
 /* ------------------------------------------------------------------ */
 
-/** Copies the counters. INVALID_ARGUMENT when c is NULL or c->struct_size is
- *  not sizeof(metrale_counters_t). */
+/** Copies the counters. c->struct_size is sizeof(metrale_counters_t), or the
+ *  size of an older layout (offsetof(metrale_counters_t, timings_dropped)):
+ *  then only the fields that layout has are written. INVALID_ARGUMENT when
+ *  c is NULL or c->struct_size is neither. */
 metrale_status_t metrale_counters(metrale_context_t* ctx, metrale_counters_t* c);
 /** Sets every counter to 0 (the ledger, traces and timings are untouched). */
 metrale_status_t metrale_counters_reset(metrale_context_t* ctx);
@@ -638,10 +644,23 @@ metrale_status_t metrale_launch_trace_read(metrale_context_t* ctx, metrale_trace
 metrale_status_t metrale_kernel_audit_read(metrale_context_t* ctx,
                                            metrale_kernel_audit_entry_t* out, size_t cap,
                                            size_t* count);
-/** Turns per-kernel timing on or off. */
+/** Turns per-kernel timing on or off (the kernel_timing option's default). */
 metrale_status_t metrale_kernel_timing_enable(metrale_context_t* ctx, int on);
 /** Per-kernel launches and total time, in first-launch order. Waits for the
- *  timed launches to finish. */
+ *  timed launches made before the call to finish (launches made meanwhile
+ *  by other threads may or may not be in). `launches` counts the launches
+ *  whose time is in total_ms.
+ *  Memory is bounded, however long timing stays on without a read:
+ *  - at most 4096 timed launches wait to be resolved. When a launch finds
+ *    4096 waiting, it first resolves those already finished (without
+ *    waiting); if none has, the launch still runs at once, untimed, and
+ *    counters.timings_dropped grows by one. A launch never blocks on timing.
+ *  - at most 1024 kernels get a row; launches of further kernels are not
+ *    timed and count in timings_dropped.
+ *  - events are reused; at most 8192 idle ones are kept.
+ *  Thread-safe: one caller waits at a time, and no lock a launch needs is
+ *  held while waiting. CONTEXT_LOST once the context is lost;
+ *  BUFFER_TOO_SMALL as metrale_live_allocations. */
 metrale_status_t metrale_kernel_timings_read(metrale_context_t* ctx, metrale_kernel_timing_t* out,
                                              size_t cap, size_t* count);
 
