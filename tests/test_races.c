@@ -58,6 +58,21 @@ static void* churn(void* arg) {
   return NULL;
 }
 
+/* Long-lived padded blocks: they make each scan's pass long enough that
+ * frees land inside it. */
+#define BALLAST 10000
+static metrale_devptr_t* add_ballast(metrale_context_t* ctx) {
+  metrale_devptr_t* b = calloc(BALLAST, sizeof *b);
+  assert_non_null(b);
+  for (int i = 0; i < BALLAST; ++i) MT_OK(metrale_alloc(ctx, 16, &b[i]));
+  return b;
+}
+
+static void drop_ballast(metrale_context_t* ctx, metrale_devptr_t* b) {
+  for (int i = 0; i < BALLAST; ++i) MT_OK(metrale_free(ctx, b[i]));
+  free(b);
+}
+
 static void start_churn(metrale_context_t* ctx, churn_t* w, pthread_t* t, atomic_int* stop,
                         int rounds) {
   for (int i = 0; i < WORKERS; ++i) {
@@ -87,14 +102,15 @@ static void scan_racing_frees_reports_only_the_real_overflow(void** state) {
   size_t n = 0;
   MT_OK(metrale_live_allocations(ctx, &a, 1, &n));
   MT_OK(mt_overflow_write(ctx, victim, bytes, 3, 0x5A));
+  metrale_devptr_t* ballast = add_ballast(ctx);
 
   atomic_int stop = 0;
   churn_t w[WORKERS];
   pthread_t t[WORKERS];
-  start_churn(ctx, w, t, &stop, 3000);
+  start_churn(ctx, w, t, &stop, 1000000);
   int scans = 0, other_status = 0, wrong_blame = 0, missed = 0;
   metrale_redzone_violation_t v[8];
-  for (scans = 0; scans < 400; ++scans) {
+  for (scans = 0; scans < 100; ++scans) {
     size_t count = 0;
     metrale_status_t s = metrale_redzone_scan(ctx, v, 8, &count);
     if (s != METRALE_ERROR_REDZONE_CORRUPTED) {
@@ -118,7 +134,7 @@ static void scan_racing_frees_reports_only_the_real_overflow(void** state) {
   assert_int_equal(other_status, 0);
   assert_int_equal(wrong_blame, 0);
   assert_int_equal(missed, 0);
-  /* Everything the scans held back went back to the backend. */
+  drop_ballast(ctx, ballast);
   assert_int_equal(mt_ledger(ctx).count, 1);
   MT_OK(metrale_redzone_poison(ctx, 0, UINT64_MAX));
   size_t count = 9;
@@ -133,12 +149,13 @@ static void scan_racing_frees_reports_only_the_real_overflow(void** state) {
 static void scan_and_poison_racing_frees_stay_clean(void** state) {
   (void)state;
   metrale_context_t* ctx = open_with_pad(PAD);
+  metrale_devptr_t* ballast = add_ballast(ctx);
   atomic_int stop = 0;
   churn_t w[WORKERS];
   pthread_t t[WORKERS];
-  start_churn(ctx, w, t, &stop, 3000);
+  start_churn(ctx, w, t, &stop, 1000000);
   int bad = 0;
-  for (int i = 0; i < 400; ++i) {
+  for (int i = 0; i < 100; ++i) {
     size_t count = 0;
     metrale_status_t s = (i % 4 == 3) ? metrale_redzone_poison(ctx, 0, UINT64_MAX)
                                       : metrale_redzone_scan(ctx, NULL, 0, &count);
@@ -148,6 +165,7 @@ static void scan_and_poison_racing_frees_stay_clean(void** state) {
   atomic_store(&stop, 1);
   assert_int_equal(join_churn(w, t), 0);
   assert_int_equal(bad, 0);
+  drop_ballast(ctx, ballast);
   mt_ledger_t l = mt_ledger(ctx);
   assert_int_equal(l.count, 0);
   metrale_counters_t c = mt_counters(ctx);
@@ -166,19 +184,33 @@ typedef struct {
   int failures;
 } sweep_worker_t;
 
-/* A free may lose to the sweep (NOT_FOUND); anything else is a failure. */
+/* Keeps up to 32 blocks of random sizes and replaces a random one each
+ * round, so that freed addresses come back with other sizes while a sweep
+ * walks its snapshot. A block the sweep freed leaves a stale pointer here,
+ * so a free may answer NOT_FOUND, INVALID_ARGUMENT (now inside another
+ * block), or free a block that took the address: in every case exactly one
+ * free counts each block. Anything else is a failure. */
+#define KEEP 32
+static int free_answer_ok(metrale_status_t s) {
+  return s == METRALE_OK || s == METRALE_ERROR_NOT_FOUND || s == METRALE_ERROR_INVALID_ARGUMENT;
+}
+
 static void* alloc_free_loop(void* arg) {
   sweep_worker_t* w = arg;
+  metrale_devptr_t held[KEEP] = {0};
   for (int r = 0; r < 3000; ++r) {
-    metrale_devptr_t p = 0;
-    size_t bytes = 1 + (size_t)(rand_r(&w->seed) % 1024);
-    if (metrale_alloc(w->ctx, bytes, &p) != METRALE_OK) {
-      w->failures++;
-      continue;
+    int slot = rand_r(&w->seed) % KEEP;
+    if (held[slot] != 0) {
+      metrale_status_t s = metrale_free(w->ctx, held[slot]);
+      if (!free_answer_ok(s)) w->failures++;
+      held[slot] = 0;
     }
-    if (rand_r(&w->seed) % 2 == 0) sched_yield();
-    metrale_status_t s = metrale_free(w->ctx, p);
-    if (s != METRALE_OK && s != METRALE_ERROR_NOT_FOUND) w->failures++;
+    size_t bytes = 1 + (size_t)(rand_r(&w->seed) % 1024);
+    if (metrale_alloc(w->ctx, bytes, &held[slot]) != METRALE_OK) w->failures++;
+  }
+  for (int i = 0; i < KEEP; ++i) {
+    if (held[i] == 0) continue;
+    if (!free_answer_ok(metrale_free(w->ctx, held[i]))) w->failures++;
   }
   return NULL;
 }
