@@ -58,7 +58,26 @@
  *    (rule 3: filled in by the capture work)
  *
  * 4. Concurrency with free and destroy.
- *    (rule 4: filled in by the race work)
+ *    Any thread may free while others allocate, free, scan, poison, sweep
+ *    or launch. A free is exact: the ledger entry and the counters change
+ *    at once and once per block (two racing frees of one pointer: one gets
+ *    OK, the other NOT_FOUND). metrale_redzone_scan and
+ *    metrale_redzone_poison work on a snapshot of the pads; a block freed
+ *    during such a pass leaves the ledger at once, but its memory goes back
+ *    to the device only when the pass ends. So a pass never reads or writes
+ *    freed memory, a concurrent free never makes it fail (no
+ *    INVALID_ARGUMENT), and no new allocation can take a freed address
+ *    while the pass may still look at it. A scan reports a pad only when
+ *    the same allocation (same seq) was live from the snapshot until after
+ *    its pad was read back: a block freed meanwhile is skipped, and never
+ *    blamed on a block that came after it. metrale_sweep_unreleased counts
+ *    only the blocks it took off the ledger itself, with their own size and
+ *    site: after any mix of alloc, free and sweep, with nothing live,
+ *    allocs == frees and alloc_bytes == free_bytes. Kernel timing never
+ *    blocks a launch and holds bounded memory (metrale_kernel_timings_read
+ *    says how). No lock that other calls need is held while the device is
+ *    waited for. metrale_context_destroy must be the last call on its
+ *    context: no other thread may still be inside a call on it.
  *
  * 5. What a log callback and a host kernel may call.
  *    (rule 5: filled in by the re-entry work)
@@ -336,7 +355,10 @@ metrale_status_t metrale_alloc_managed_at(metrale_context_t* ctx, size_t bytes,
  *  already freed), INVALID_ARGUMENT (an interior pointer: the message names
  *  the allocation it lies in), CONTEXT_LOST. A failed call leaves the ledger
  *  as it was. A driver status meaning the context is already gone is not an
- *  error. */
+ *  error. Thread-safe, also against a red-zone scan or poison running on
+ *  another thread: the block leaves the ledger and the counters at once;
+ *  if it has a pad, its memory goes back to the device when that pass ends
+ *  (rule 4). */
 metrale_status_t metrale_free(metrale_context_t* ctx, metrale_devptr_t dptr);
 
 /** Device memory that is never on the ledger and has no red zone: for
@@ -387,7 +409,12 @@ metrale_status_t metrale_alloc_report(metrale_context_t* ctx, size_t top_n, size
                                       char* buf, size_t buflen, size_t* needed);
 
 /** Frees every live ledger allocation, logs a warning naming their sites,
- *  and writes how many there were to *count (count may be NULL). */
+ *  and writes how many there were to *count (count may be NULL).
+ *  CONTEXT_LOST once the context is lost (destroy still sweeps). Thread-safe
+ *  against allocs and frees on other threads: a block freed meanwhile by
+ *  its owner is not counted here (the owner's free counts it), one allocated
+ *  meanwhile may or may not be swept, and sizes and sites come from the
+ *  entry taken off the ledger, so the counters stay exact (rule 4). */
 metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count);
 
 /* ------------------------------------------------------------------ */
@@ -404,12 +431,19 @@ metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count)
  *  METRALE_ERROR_REDZONE_CORRUPTED when any is (the message names the first);
  *  METRALE_ERROR_CAPTURE when pads are dirty but the default stream, which
  *  reads them back, is capturing (end or abort that capture first).
- *  A scan does not repair pads: see metrale_redzone_poison. */
+ *  A scan does not repair pads: see metrale_redzone_poison.
+ *  Thread-safe against alloc and free on other threads (rule 4): a pad is
+ *  reported only for an allocation live (same seq) through the whole scan;
+ *  frees during the scan never make it fail, and their memory is returned
+ *  when it ends. Several scans may run at once. */
 metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_violation_t* out,
                                       size_t cap, size_t* count);
 
 /** Refills with the pattern the pads of live allocations whose seq lies in
- *  [lo, hi). INVALID_ARGUMENT when lo > hi. OK when red zones are off. */
+ *  [lo, hi). INVALID_ARGUMENT when lo > hi. OK when red zones are off.
+ *  Thread-safe against free as the scan is (rule 4): a pad freed during the
+ *  call may still be filled, but its memory is not handed out again until
+ *  the call ends, so no other allocation's bytes are ever written. */
 metrale_status_t metrale_redzone_poison(metrale_context_t* ctx, uint64_t lo, uint64_t hi);
 
 /* ------------------------------------------------------------------ */

@@ -153,13 +153,15 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
       end = device([&] { return timer_.take_event(*backend_); });
       device([&] { backend_->event_record(end, st->handle); });
     } catch (...) {
-      // The kernel is launched: only its timing is lost.
+      // The kernel is launched, so the call succeeds and only its timing is
+      // lost (a lost context is latched by device() for the next call).
       if (end != 0) timer_.give_back(*backend_, end);
       timer_.give_back(*backend_, start);
       timer_.unreserve();
-      throw;
+      metrale::core::Counters::bump(counters_.timings_dropped);
+      timed = false;
     }
-    timer_.push(st->handle, row, start, end);
+    if (timed) timer_.push(st->handle, row, start, end);
   }
   if (opts_.debug_sync != 0) {
     sync(st->handle, ("debug_sync after launch of " + std::string(kern->name)).c_str());

@@ -131,6 +131,8 @@ void metrale_context::free_held(const std::vector<DevPtr>& held) noexcept {
       // The entry left the ledger at the free; a lost context fails here too.
       metrale::core::log().debug("freeing {} held back for a red-zone pass failed: {}", hex(ptr),
                                  ex.what());
+    } catch (...) {
+      metrale::core::log().debug("freeing {} held back for a red-zone pass failed", hex(ptr));
     }
   }
 }
