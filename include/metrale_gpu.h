@@ -62,9 +62,9 @@
  *    or launch. A free is exact: the ledger entry and the counters change
  *    at once and once per block (two racing frees of one pointer: one gets
  *    OK, the other NOT_FOUND). metrale_redzone_scan and
- *    metrale_redzone_poison work on a snapshot of the pads; a block freed
- *    during such a pass leaves the ledger at once, but its memory goes back
- *    to the device only when the pass ends. So a pass never reads or writes
+ *    metrale_redzone_poison work on a snapshot of the pads; a padded block
+ *    freed during such a pass leaves the ledger at once, but its memory
+ *    goes back to the device only when the passes open at its free end. So a pass never reads or writes
  *    freed memory, a concurrent free never makes it fail (no
  *    INVALID_ARGUMENT), and no new allocation can take a freed address
  *    while the pass may still look at it. A scan reports a pad only when
@@ -75,8 +75,10 @@
  *    site: after any mix of alloc, free and sweep, with nothing live,
  *    allocs == frees and alloc_bytes == free_bytes. Kernel timing never
  *    blocks a launch and holds bounded memory (metrale_kernel_timings_read
- *    says how). No lock that other calls need is held while the device is
- *    waited for. metrale_context_destroy must be the last call on its
+ *    says how). A free, a launch and an allocation without a pad never
+ *    wait for a red-zone pass on another thread (on cuda an allocation with
+ *    a pad may wait for the device work of one pass: they share the
+ *    red-zone stream). metrale_context_destroy must be the last call on its
  *    context: no other thread may still be inside a call on it.
  *
  * 5. What a log callback and a host kernel may call.
