@@ -89,7 +89,28 @@
  *      capturing default stream.
  *
  * 4. Concurrency with free and destroy.
- *    (rule 4: filled in by the race work)
+ *    Any thread may free while others allocate, free, scan, poison, sweep
+ *    or launch. A free is exact: the ledger entry and the counters change
+ *    at once and once per block (two racing frees of one pointer: one gets
+ *    OK, the other NOT_FOUND). metrale_redzone_scan and
+ *    metrale_redzone_poison work on a snapshot of the pads; a padded block
+ *    freed during such a pass leaves the ledger at once, but its memory
+ *    goes back to the device only when the passes open at its free end. So a pass never reads or writes
+ *    freed memory, a concurrent free never makes it fail (no
+ *    INVALID_ARGUMENT), and no new allocation can take a freed address
+ *    while the pass may still look at it. A scan reports a pad only when
+ *    the same allocation (same seq) was live from the snapshot until after
+ *    its pad was read back: a block freed meanwhile is skipped, and never
+ *    blamed on a block that came after it. metrale_sweep_unreleased counts
+ *    only the blocks it took off the ledger itself, with their own size and
+ *    site: after any mix of alloc, free and sweep, with nothing live,
+ *    allocs == frees and alloc_bytes == free_bytes. Kernel timing never
+ *    blocks a launch and holds bounded memory (metrale_kernel_timings_read
+ *    says how). A free, a launch and an allocation without a pad never
+ *    wait for a red-zone pass on another thread (on cuda an allocation with
+ *    a pad may wait for the device work of one pass: they share the
+ *    red-zone stream). metrale_context_destroy must be the last call on its
+ *    context: no other thread may still be inside a call on it.
  *
  * 5. What a log callback and a host kernel may call.
  *    Log callback (both backends): the library holds no lock of its own
@@ -228,7 +249,9 @@ typedef struct metrale_redzone_violation {
 #define METRALE_REDZONE_PATTERN 0xA5u
 
 /** Telemetry counters of one context. Set struct_size to
- *  sizeof(metrale_counters_t) before calling metrale_counters(). */
+ *  sizeof(metrale_counters_t) before calling metrale_counters(). Fields are
+ *  only ever added at the end: a caller built against an older header (a
+ *  struct_size that ends before timings_dropped) gets the fields it knows. */
 typedef struct metrale_counters {
   size_t struct_size;
   uint64_t launches;         /* kernel launches, graph replays not included */
@@ -242,6 +265,8 @@ typedef struct metrale_counters {
   uint64_t frees, free_bytes;
   uint64_t kernel_lookups, kernel_lookup_misses;
   uint64_t pinned_source_waits;   /* h2d_async calls that waited for a pinned source */
+  uint64_t timings_dropped;       /* launches left untimed by the caps that
+                                     metrale_kernel_timings_read documents */
 } metrale_counters_t;
 
 typedef struct metrale_device_info {
@@ -299,7 +324,7 @@ typedef struct metrale_context_options {
   int checked_pointers;          /* default 0 */
   int debug_sync;                /* default 0 */
   int launch_trace;              /* default 0 */
-  int kernel_timing;             /* default 0 */
+  int kernel_timing;             /* default 0; bounded: see metrale_kernel_timings_read */
   size_t trace_capacity;         /* entries kept by the launch trace and the kernel
                                     audit, newest kept; default 65536; 0 keeps none */
 } metrale_context_options_t;
@@ -399,7 +424,10 @@ metrale_status_t metrale_alloc_managed_at(metrale_context_t* ctx, size_t bytes,
  *  already freed), INVALID_ARGUMENT (an interior pointer: the message names
  *  the allocation it lies in), CONTEXT_LOST. A failed call leaves the ledger
  *  as it was. A driver status meaning the context is already gone is not an
- *  error. */
+ *  error. Thread-safe, also against a red-zone scan or poison running on
+ *  another thread: the block leaves the ledger and the counters at once;
+ *  if it has a pad, its memory goes back to the device when that pass ends
+ *  (rule 4). */
 metrale_status_t metrale_free(metrale_context_t* ctx, metrale_devptr_t dptr);
 
 /** Device memory that is never on the ledger and has no red zone: for
@@ -450,7 +478,12 @@ metrale_status_t metrale_alloc_report(metrale_context_t* ctx, size_t top_n, size
                                       char* buf, size_t buflen, size_t* needed);
 
 /** Frees every live ledger allocation, logs a warning naming their sites,
- *  and writes how many there were to *count (count may be NULL). */
+ *  and writes how many there were to *count (count may be NULL).
+ *  CONTEXT_LOST once the context is lost (destroy still sweeps). Thread-safe
+ *  against allocs and frees on other threads: a block freed meanwhile by
+ *  its owner is not counted here (the owner's free counts it), one allocated
+ *  meanwhile may or may not be swept, and sizes and sites come from the
+ *  entry taken off the ledger, so the counters stay exact (rule 4). */
 metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count);
 
 /* ------------------------------------------------------------------ */
@@ -468,13 +501,20 @@ metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count)
  *  METRALE_ERROR_CAPTURE when pads are dirty but the default stream, which
  *  reads them back, is capturing (end or abort that capture first).
  *  A scan does not repair pads: see metrale_redzone_poison.
+ *  Thread-safe against alloc and free on other threads (rule 4): a pad is
+ *  reported only for an allocation live (same seq) through the whole scan;
+ *  frees during the scan never make it fail, and their memory is returned
+ *  when it ends. Several scans may run at once.
  *  INVALID_ARGUMENT from a host kernel of ctx: the scan waits for every
  *  stream, the kernel's own included (rule 5). */
 metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_violation_t* out,
                                       size_t cap, size_t* count);
 
 /** Refills with the pattern the pads of live allocations whose seq lies in
- *  [lo, hi). INVALID_ARGUMENT when lo > hi. OK when red zones are off. */
+ *  [lo, hi). INVALID_ARGUMENT when lo > hi. OK when red zones are off.
+ *  Thread-safe against free as the scan is (rule 4): a pad freed during the
+ *  call may still be filled, but its memory is not handed out again until
+ *  the call ends, so no other allocation's bytes are ever written. */
 metrale_status_t metrale_redzone_poison(metrale_context_t* ctx, uint64_t lo, uint64_t hi);
 
 /* ------------------------------------------------------------------ */
@@ -723,8 +763,10 @@ metrale_status_t metrale_device_free_memory(metrale_context_t* ctx, size_t* byte
 /* Telemetry                                                           */
 /* ------------------------------------------------------------------ */
 
-/** Copies the counters. INVALID_ARGUMENT when c is NULL or c->struct_size is
- *  not sizeof(metrale_counters_t). */
+/** Copies the counters. c->struct_size is sizeof(metrale_counters_t), or the
+ *  size of an older layout (offsetof(metrale_counters_t, timings_dropped)):
+ *  then only the fields that layout has are written. INVALID_ARGUMENT when
+ *  c is NULL or c->struct_size is neither. */
 metrale_status_t metrale_counters(metrale_context_t* ctx, metrale_counters_t* c);
 /** Sets every counter to 0 (the ledger, traces and timings are untouched). */
 metrale_status_t metrale_counters_reset(metrale_context_t* ctx);
@@ -739,10 +781,23 @@ metrale_status_t metrale_launch_trace_read(metrale_context_t* ctx, metrale_trace
 metrale_status_t metrale_kernel_audit_read(metrale_context_t* ctx,
                                            metrale_kernel_audit_entry_t* out, size_t cap,
                                            size_t* count);
-/** Turns per-kernel timing on or off. */
+/** Turns per-kernel timing on or off (the kernel_timing option's default). */
 metrale_status_t metrale_kernel_timing_enable(metrale_context_t* ctx, int on);
 /** Per-kernel launches and total time, in first-launch order. Waits for the
- *  timed launches to finish. */
+ *  timed launches made before the call to finish (launches made meanwhile
+ *  by other threads may or may not be in). `launches` counts the launches
+ *  whose time is in total_ms.
+ *  Memory is bounded, however long timing stays on without a read:
+ *  - at most 4096 timed launches wait to be resolved. When a launch finds
+ *    4096 waiting, it first resolves those already finished (without
+ *    waiting); if none has, the launch still runs at once, untimed, and
+ *    counters.timings_dropped grows by one. A launch never blocks on timing.
+ *  - at most 1024 kernels get a row; launches of further kernels are not
+ *    timed and count in timings_dropped.
+ *  - events are reused; at most 8192 idle ones are kept.
+ *  Thread-safe: one caller waits at a time, and no lock a launch needs is
+ *  held while waiting. CONTEXT_LOST once the context is lost;
+ *  BUFFER_TOO_SMALL as metrale_live_allocations. */
 metrale_status_t metrale_kernel_timings_read(metrale_context_t* ctx, metrale_kernel_timing_t* out,
                                              size_t cap, size_t* count);
 

@@ -7,7 +7,7 @@
 int main(void) {
   metrale_dim3_t grid = {1, 2, 3};
   metrale_counters_t counters = {sizeof(metrale_counters_t), 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                 0, 0, 0, 0, 0, 0, 0, 0, 0};
+                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   metrale_context_options_t opts;
   metrale_status_t status = METRALE_ERROR_BUFFER_TOO_SMALL;
   metrale_devptr_t ptr = (metrale_devptr_t)0;

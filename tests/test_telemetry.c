@@ -76,7 +76,10 @@ static void counters_struct_size_checked(void** state) {
   metrale_context_t* ctx = mt_open(NULL);
   metrale_counters_t c;
   memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c - 8;
+  /* sizeof c - 8 is the older layout, still served (test_races.c). */
+  c.struct_size = sizeof c + 8;
+  MT_STATUS(metrale_counters(ctx, &c), METRALE_ERROR_INVALID_ARGUMENT);
+  c.struct_size = sizeof c - 4;
   MT_STATUS(metrale_counters(ctx, &c), METRALE_ERROR_INVALID_ARGUMENT);
   c.struct_size = 0;
   MT_STATUS(metrale_counters(ctx, &c), METRALE_ERROR_INVALID_ARGUMENT);

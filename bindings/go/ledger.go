@@ -38,6 +38,7 @@ type Counters struct {
 	D2DCopies, D2DBytes, Memsets, MemsetBytes      uint64
 	Allocs, AllocBytes, Frees, FreeBytes           uint64
 	KernelLookups, KernelLookupMisses, PinnedWaits uint64
+	TimingsDropped                                 uint64 // launches left untimed by the timing caps
 }
 
 // KernelAuditEntry is one kernel lookup, found or not.
@@ -218,6 +219,7 @@ func (c *Context) Counters() (Counters, error) {
 		D2DCopies: u(k.d2d_copies), D2DBytes: u(k.d2d_bytes), Memsets: u(k.memsets), MemsetBytes: u(k.memset_bytes),
 		Allocs: u(k.allocs), AllocBytes: u(k.alloc_bytes), Frees: u(k.frees), FreeBytes: u(k.free_bytes),
 		KernelLookups: u(k.kernel_lookups), KernelLookupMisses: u(k.kernel_lookup_misses), PinnedWaits: u(k.pinned_source_waits),
+		TimingsDropped: u(k.timings_dropped),
 	}, err
 }
 

@@ -1,4 +1,7 @@
 // Counters, the launch trace, the kernel audit and kernel timings.
+#include <cstddef>
+#include <cstring>
+
 #include "api/guard.hpp"
 
 using metrale::api::guarded;
@@ -9,12 +12,19 @@ METRALE_API metrale_status_t metrale_counters(metrale_context_t* ctx, metrale_co
   return guarded([&] {
     live(ctx);
     require(c, "c");
-    if (c->struct_size != sizeof(metrale_counters_t)) {
+    // The layout before timings_dropped was added is still served.
+    constexpr size_t kOldSize = offsetof(metrale_counters_t, timings_dropped);
+    const size_t size = c->struct_size;
+    if (size != sizeof(metrale_counters_t) && size != kOldSize) {
       metrale::fail(METRALE_ERROR_INVALID_ARGUMENT,
-                    "c->struct_size is " + std::to_string(c->struct_size) + ", expected " +
-                        std::to_string(sizeof(metrale_counters_t)));
+                    "c->struct_size is " + std::to_string(size) + ", expected " +
+                        std::to_string(sizeof(metrale_counters_t)) + " (or " +
+                        std::to_string(kOldSize) + ", the layout before timings_dropped)");
     }
-    ctx->counters(c);
+    metrale_counters_t all{};
+    ctx->counters(&all);
+    all.struct_size = size;
+    std::memcpy(c, &all, size);
   });
 }
 

@@ -134,16 +134,9 @@ void metrale_context::release_everything() noexcept {
     g->alive.store(false);
     quietly([&] { backend_->graph_destroy(g->handle); });
   }
-  {
-    std::lock_guard<std::mutex> lock(timing_mutex_);
-    for (const auto& span : pending_spans_) {
-      quietly([&] { backend_->event_destroy(span.start); });
-      quietly([&] { backend_->event_destroy(span.end); });
-    }
-    for (EventHandle e : free_timing_events_) quietly([&] { backend_->event_destroy(e); });
-    pending_spans_.clear();
-    free_timing_events_.clear();
-  }
+  // No pass can be open at teardown; free whatever one still held back.
+  free_held(scan_fence_.drain());
+  if (backend_) timer_.release(*backend_);
   for (metrale_event* e : events_.alive()) {
     e->alive.store(false);
     quietly([&] { backend_->event_destroy(e->handle); });

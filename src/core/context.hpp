@@ -16,9 +16,11 @@
 #include "core/fault_latch.hpp"
 #include "core/handles.hpp"
 #include "core/intern.hpp"
+#include "core/kernel_timer.hpp"
 #include "core/ledger.hpp"
 #include "core/modules.hpp"
 #include "core/pinned_registry.hpp"
+#include "core/scan_fence.hpp"
 #include "core/telemetry.hpp"
 #include "metrale_gpu.h"
 
@@ -26,12 +28,6 @@ namespace metrale::core {
 using backend::Dim3;
 using backend::EventHandle;
 using backend::StreamHandle;
-
-// A timed launch whose events kernel_timings_read has not resolved yet.
-struct PendingSpan {
-  size_t row;
-  EventHandle start, end;
-};
 }  // namespace metrale::core
 
 struct metrale_context {
@@ -189,7 +185,14 @@ struct metrale_context {
   metrale_trace_entry_t trace_launch(const metrale_kernel* k, metrale_dim3_t grid,
                                      metrale_dim3_t block, uint32_t shared, void** params,
                                      const void* args, size_t args_bytes, bool packed);
-  EventHandle timing_event();
+  // The backend free of a block already off the ledger, held back while a
+  // red-zone pass may still read its pad (see ScanFence).
+  void release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e);
+  // Frees what a closed red-zone pass held back; errors are logged.
+  void free_held(const std::vector<DevPtr>& held) noexcept;
+  // Starts timing a launch on st: true with *start recorded, false when the
+  // timing is dropped (caps of KernelTimer; counted in timings_dropped).
+  bool begin_timing(metrale_kernel* kern, metrale_stream* st, size_t* row, EventHandle* start);
   void release_everything() noexcept;
 
   metrale_context_options_t opts_;
@@ -213,10 +216,8 @@ struct metrale_context {
   metrale::core::Ring<metrale_trace_entry_t> trace_;
   metrale::core::Ring<metrale_kernel_audit_entry_t> audit_;
   std::atomic<bool> kernel_timing_{false};
-  metrale::core::TimingTable timings_;
-  std::mutex timing_mutex_;
-  std::vector<metrale::core::PendingSpan> pending_spans_;
-  std::vector<EventHandle> free_timing_events_;
+  metrale::core::KernelTimer timer_;
+  metrale::core::ScanFence scan_fence_;
   std::atomic<bool> warned_pinned_source_{false};
 };
 

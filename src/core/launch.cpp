@@ -75,16 +75,24 @@ metrale_trace_entry_t metrale_context::trace_launch(const metrale_kernel* k, met
   return t;
 }
 
-metrale::backend::EventHandle metrale_context::timing_event() {
-  {
-    std::lock_guard<std::mutex> lock(timing_mutex_);
-    if (!free_timing_events_.empty()) {
-      EventHandle e = free_timing_events_.back();
-      free_timing_events_.pop_back();
-      return e;
-    }
+bool metrale_context::begin_timing(metrale_kernel* kern, metrale_stream* st, size_t* row,
+                                   EventHandle* start) {
+  *row = timer_.row_for(kern, kern->name);
+  if (*row == metrale::core::KernelTimer::kNoRow || !timer_.reserve(*backend_)) {
+    metrale::core::Counters::bump(counters_.timings_dropped);
+    return false;
   }
-  return device([&] { return backend_->event_create(true); });
+  EventHandle e = 0;
+  try {
+    e = device([&] { return timer_.take_event(*backend_); });
+    device([&] { backend_->event_record(e, st->handle); });
+  } catch (...) {
+    if (e != 0) timer_.give_back(*backend_, e);
+    timer_.unreserve();
+    throw;
+  }
+  *start = e;
+  return true;
 }
 
 void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
@@ -126,10 +134,9 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
   const bool in_capture = (want_timing || opts_.debug_sync != 0) && capturing(st);
   bool timed = false;
   EventHandle start = 0;
+  size_t row = 0;
   if (want_timing && !in_capture) {
-    start = timing_event();
-    device([&] { backend_->event_record(start, st->handle); });
-    timed = true;
+    timed = begin_timing(kern, st, &row, &start);
   }
 
   // Not through device(): the latch must get the message naming the kernel.
@@ -142,8 +149,8 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
     }
   } catch (const Error& e) {
     if (timed) {
-      std::lock_guard<std::mutex> lock(timing_mutex_);
-      free_timing_events_.push_back(start);
+      timer_.give_back(*backend_, start);
+      timer_.unreserve();
     }
     fail_after_probe(e, std::string("launch of ") + kern->name + " (looked up at " + kern->site +
                             ") failed: ");
@@ -152,11 +159,20 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
   if (traced) trace_.push(entry);
 
   if (timed) {
-    EventHandle end = timing_event();
-    device([&] { backend_->event_record(end, st->handle); });
-    size_t row = timings_.count_launch(kern->name, kern->name);
-    std::lock_guard<std::mutex> lock(timing_mutex_);
-    pending_spans_.push_back(metrale::core::PendingSpan{row, start, end});
+    EventHandle end = 0;
+    try {
+      end = device([&] { return timer_.take_event(*backend_); });
+      device([&] { backend_->event_record(end, st->handle); });
+    } catch (...) {
+      // The kernel is launched, so the call succeeds and only its timing is
+      // lost (a lost context is latched by device() for the next call).
+      if (end != 0) timer_.give_back(*backend_, end);
+      timer_.give_back(*backend_, start);
+      timer_.unreserve();
+      metrale::core::Counters::bump(counters_.timings_dropped);
+      timed = false;
+    }
+    if (timed) timer_.push(st->handle, row, start, end);
   }
   if (opts_.debug_sync != 0 && !in_capture) {
     sync(st->handle, ("debug_sync after launch of " + std::string(kern->name)).c_str());

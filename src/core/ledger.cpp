@@ -83,6 +83,27 @@ void Ledger::pads(std::vector<backend::Range>* pads, std::vector<DevPtr>* owners
   *owners = pad_owners_;
 }
 
+void Ledger::pads(std::vector<backend::Range>* pads, std::vector<PadOwner>* owners) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  *pads = pads_;
+  owners->clear();
+  owners->reserve(pad_owners_.size());
+  for (DevPtr p : pad_owners_) owners->push_back(PadOwner{p, entries_.at(p).seq});
+}
+
+size_t Ledger::pad_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pads_.size();
+}
+
+bool Ledger::lookup_seq(DevPtr ptr, uint64_t seq, LedgerEntry* out) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(ptr);
+  if (it == entries_.end() || it->second.seq != seq) return false;
+  *out = it->second;
+  return true;
+}
+
 std::vector<backend::Range> Ledger::pads_with_seq(uint64_t lo, uint64_t hi) const {
   std::vector<backend::Range> out;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -31,6 +31,13 @@ struct LedgerEntry {
   uint32_t pad_slot = 0;  // index in the pad table (when pad > 0); the ledger sets it
 };
 
+// Who a pad belongs to: the address and the seq, unique for the life of the
+// context, so a later allocation at the same address is not mistaken for it.
+struct PadOwner {
+  DevPtr ptr;
+  uint64_t seq;
+};
+
 struct SiteUsage {
   const char* file;
   int line;
@@ -63,6 +70,11 @@ class Ledger {
   // Every live red-zone pad and the allocation it follows, in no order: a
   // flat copy, so a scan costs no walk or sort of the ledger.
   void pads(std::vector<backend::Range>* pads, std::vector<DevPtr>* owners) const;
+  // The same, with each owner's seq (red-zone scan: see ScanFence).
+  void pads(std::vector<backend::Range>* pads, std::vector<PadOwner>* owners) const;
+  size_t pad_count() const;
+  // The entry keyed by ptr when it is still the allocation with this seq.
+  bool lookup_seq(DevPtr ptr, uint64_t seq, LedgerEntry* out) const;
   // The pads of live allocations whose seq lies in [lo, hi).
   std::vector<backend::Range> pads_with_seq(uint64_t lo, uint64_t hi) const;
   // Sites holding live memory, most bytes first.

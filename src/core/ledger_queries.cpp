@@ -65,6 +65,10 @@ void metrale_context::alloc_report(size_t top_n, size_t min_mib, char* buf, size
   }
 }
 
+// Exact under concurrent free and alloc: only what take() removed is
+// counted (a concurrent free of the same pointer wins or loses as a whole),
+// and bytes and sites come from the removed entry, not from the snapshot: an
+// address freed and allocated again since then is another allocation.
 size_t metrale_context::sweep() {
   auto entries = ledger_.by_seq();
   struct Tally {
@@ -72,21 +76,20 @@ size_t metrale_context::sweep() {
   };
   std::map<uint32_t, Tally> by_site;  // site ids grow with first use: oldest site first
   size_t swept = 0;
-  for (const auto& [ptr, e] : entries) {
+  for (const auto& entry : entries) {
+    const uint64_t ptr = entry.first;
     metrale::core::LedgerEntry taken;
     if (!ledger_.take(ptr, &taken)) continue;  // freed meanwhile by another thread
     ++swept;
     if (bounds_) bounds_->remove(ptr);
-    Tally& t = by_site[e.site];
+    Tally& t = by_site[taken.site];
     t.count += 1;
-    t.bytes += e.bytes;
+    t.bytes += taken.bytes;
     metrale::core::Counters::bump(counters_.frees);
-    metrale::core::Counters::bump(counters_.free_bytes, e.bytes);
+    metrale::core::Counters::bump(counters_.free_bytes, taken.bytes);
     // On a lost context the free may fail too; the entry is gone either way.
     try {
-      // A copy: lambdas capturing structured bindings are C++20 (clang refuses them).
-      const uint64_t address = ptr;
-      device([&] { backend_->mem_free(address); });
+      release_memory(ptr, taken);
     } catch (const std::exception& ex) {
       metrale::core::log().debug("sweep: freeing {} failed: {}", metrale::core::hex(ptr),
                                  ex.what());

@@ -82,8 +82,10 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
   entry.pad = pad;
   entry.seq = seq;
   entry.kind = kind;
-  ledger_.record(ptr, entry, file, line);
+  // Bounds first: once on the ledger a concurrent sweep may take the entry,
+  // and its bounds removal must find something to remove.
   if (bounds_) bounds_->add(ptr, {bytes, file, line});
+  ledger_.record(ptr, entry, file, line);
   metrale::core::Counters::bump(counters_.allocs);
   metrale::core::Counters::bump(counters_.alloc_bytes, bytes);
   if (bytes >= kLargeAlloc) {
@@ -112,7 +114,27 @@ void metrale_context::free(DevPtr ptr) {
   if (bounds_) bounds_->remove(ptr);
   metrale::core::Counters::bump(counters_.frees);
   metrale::core::Counters::bump(counters_.free_bytes, e.bytes);
+  release_memory(ptr, e);
+}
+
+void metrale_context::release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e) {
+  // Only pads are read by a red-zone pass; a padless block goes back now.
+  if (e.pad > 0 && scan_fence_.hold(ptr)) return;
   device([&] { backend_->mem_free(ptr); });
+}
+
+void metrale_context::free_held(const std::vector<DevPtr>& held) noexcept {
+  for (DevPtr ptr : held) {
+    try {
+      device([&] { backend_->mem_free(ptr); });
+    } catch (const std::exception& ex) {
+      // The entry left the ledger at the free; a lost context fails here too.
+      metrale::core::log().debug("freeing {} held back for a red-zone pass failed: {}", hex(ptr),
+                                 ex.what());
+    } catch (...) {
+      metrale::core::log().debug("freeing {} held back for a red-zone pass failed", hex(ptr));
+    }
+  }
 }
 
 metrale_context::DevPtr metrale_context::alloc_arena(size_t bytes) {

@@ -43,67 +43,82 @@ void metrale_context::settle_streams_before_scan() {
   }
 }
 
+// Exact under concurrent alloc and free (rule 4 in the header): the pads
+// are snapshotted with their owners' seqs inside a ScanFence pass, so memory
+// freed meanwhile stays allocated (nobody else gets its address) until the
+// pass closes, and a pad is reported only when the same seq is still live
+// after its bytes were read back. No lock is held across device work.
 void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap, size_t* count) {
   fault_.check();
   refuse_in_any_work("metrale_redzone_scan");
-  std::vector<Range> zones;
-  std::vector<DevPtr> owners;
-  ledger_.pads(&zones, &owners);
-  if (zones.empty()) {
-    *count = 0;
-    return;
-  }
+  *count = 0;
+  if (ledger_.pad_count() == 0) return;
+  // Before the pass opens: frees are not held back while streams drain.
   settle_streams_before_scan();
-  std::vector<uint32_t> mismatches(zones.size(), 0);
-  device([&] {
-    backend_->pattern_count(zones.data(), zones.size(), METRALE_REDZONE_PATTERN,
-                            mismatches.data());
-  });
-
-  // Dirty pads are read back on the default stream. While that stream
-  // captures, the copy would be recorded into the caller's graph, aimed at
-  // this function's buffer: replaying it would write freed memory. Refuse
-  // before anything is recorded.
-  const bool any_dirty =
-      std::any_of(mismatches.begin(), mismatches.end(), [](uint32_t n) { return n != 0; });
-  if (any_dirty && device([&] { return backend_->stream_is_capturing(default_stream_->handle); })) {
-    fail(METRALE_ERROR_CAPTURE,
-         "red-zone scan: pads were overwritten, and reading them back needs the default "
-         "stream, which is capturing; end or abort the capture first");
-  }
 
   std::vector<metrale_redzone_violation_t> found;
-  std::vector<uint8_t> pad_bytes;
-  for (size_t i = 0; i < zones.size(); ++i) {
-    if (mismatches[i] == 0) continue;
-    metrale::core::LedgerEntry e;
-    if (!ledger_.lookup(owners[i], &e)) continue;  // freed by another thread since
-    pad_bytes.assign(e.pad, 0);
-    const Range zone = zones[i];
+  {
+    auto release = [this](const std::vector<DevPtr>& held) { free_held(held); };
+    metrale::core::ScanPass<decltype(release)> pass(scan_fence_, release);
+    std::vector<Range> zones;
+    std::vector<metrale::core::PadOwner> owners;
+    ledger_.pads(&zones, &owners);
+    if (zones.empty()) return;
+    std::vector<uint32_t> mismatches(zones.size(), 0);
     device([&] {
-      backend_->copy_d2h_async(pad_bytes.data(), zone.ptr, zone.bytes, default_stream_->handle);
+      backend_->pattern_count(zones.data(), zones.size(), METRALE_REDZONE_PATTERN,
+                              mismatches.data());
     });
-    sync(default_stream_->handle, "red-zone scan");
-    metrale_redzone_violation_t v{};
-    v.ptr = owners[i];
-    v.bytes = e.bytes;
-    v.seq = e.seq;
-    v.file = ledger_.site_file(e.site);
-    v.line = ledger_.site_line(e.site);
-    v.expected = METRALE_REDZONE_PATTERN;
-    bool first = true;
-    for (size_t off = 0; off < e.pad; ++off) {
-      if (pad_bytes[off] == METRALE_REDZONE_PATTERN) continue;
-      if (first) {
-        v.first_bad_offset = off;
-        v.found = pad_bytes[off];
-        first = false;
-      }
-      ++v.bad_bytes;
+
+    // Dirty pads are read back on the default stream. While that stream
+    // captures, the copy would be recorded into the caller's graph, aimed at
+    // this function's buffer: replaying it would write freed memory. Refuse
+    // before anything is recorded.
+    const bool any_dirty =
+        std::any_of(mismatches.begin(), mismatches.end(), [](uint32_t n) { return n != 0; });
+    if (any_dirty &&
+        device([&] { return backend_->stream_is_capturing(default_stream_->handle); })) {
+      fail(METRALE_ERROR_CAPTURE,
+           "red-zone scan: pads were overwritten, and reading them back needs the default "
+           "stream, which is capturing; end or abort the capture first");
     }
-    // The pad changed back between the two looks; count what the device saw.
-    if (first) v.bad_bytes = mismatches[i];
-    found.push_back(v);
+
+    std::vector<uint8_t> pad_bytes;
+    for (size_t i = 0; i < zones.size(); ++i) {
+      if (mismatches[i] == 0) continue;
+      metrale::core::LedgerEntry e;
+      // Freed since the snapshot: its pad is no one's business any more.
+      if (!ledger_.lookup_seq(owners[i].ptr, owners[i].seq, &e)) continue;
+      pad_bytes.assign(zones[i].bytes, 0);
+      const Range zone = zones[i];
+      device([&] {
+        backend_->copy_d2h_async(pad_bytes.data(), zone.ptr, zone.bytes, default_stream_->handle);
+      });
+      sync(default_stream_->handle, "red-zone scan");
+      // Live for the whole scan, or not reported: a free during the read
+      // back means the bytes may already belong to the caller's next use.
+      if (!ledger_.lookup_seq(owners[i].ptr, owners[i].seq, &e)) continue;
+      metrale_redzone_violation_t v{};
+      v.ptr = owners[i].ptr;
+      v.bytes = e.bytes;
+      v.seq = e.seq;
+      v.file = ledger_.site_file(e.site);
+      v.line = ledger_.site_line(e.site);
+      v.expected = METRALE_REDZONE_PATTERN;
+      bool first = true;
+      for (size_t off = 0; off < zone.bytes; ++off) {
+        if (pad_bytes[off] == METRALE_REDZONE_PATTERN) continue;
+        if (first) {
+          v.first_bad_offset = off;
+          v.found = pad_bytes[off];
+          first = false;
+        }
+        ++v.bad_bytes;
+      }
+      // The pad changed back between the two looks; count what the device saw.
+      if (first) v.bad_bytes = mismatches[i];
+      found.push_back(v);
+    }
   }
   std::sort(found.begin(), found.end(),
             [](const auto& a, const auto& b) { return a.seq < b.seq; });
@@ -127,6 +142,10 @@ void metrale_context::redzone_poison(uint64_t lo, uint64_t hi) {
          "lo (" + std::to_string(lo) + ") is greater than hi (" + std::to_string(hi) + ")");
   }
   fault_.check();
+  // A pass, as in the scan: a pad freed after the snapshot is still ours to
+  // write, never a new allocation's bytes at the same address.
+  auto release = [this](const std::vector<DevPtr>& held) { free_held(held); };
+  metrale::core::ScanPass<decltype(release)> pass(scan_fence_, release);
   std::vector<Range> zones = ledger_.pads_with_seq(lo, hi);
   if (zones.empty()) return;
   device([&] { backend_->pattern_fill(zones.data(), zones.size(), METRALE_REDZONE_PATTERN); });

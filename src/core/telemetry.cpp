@@ -22,41 +22,16 @@ void Counters::snapshot(metrale_counters_t* out) const {
   out->kernel_lookups = get(kernel_lookups);
   out->kernel_lookup_misses = get(kernel_lookup_misses);
   out->pinned_source_waits = get(pinned_source_waits);
+  out->timings_dropped = get(timings_dropped);
 }
 
 void Counters::reset() {
   for (auto* c : {&launches, &graph_launches, &stream_syncs, &h2d_copies, &h2d_bytes, &d2h_copies,
                   &d2h_bytes, &d2d_copies, &d2d_bytes, &memsets, &memset_bytes, &allocs,
                   &alloc_bytes, &frees, &free_bytes, &kernel_lookups, &kernel_lookup_misses,
-                  &pinned_source_waits}) {
+                  &pinned_source_waits, &timings_dropped}) {
     c->store(0, std::memory_order_relaxed);
   }
-}
-
-size_t TimingTable::count_launch(const void* kernel, const char* name) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = row_of_.find(kernel);
-  size_t row;
-  if (it == row_of_.end()) {
-    row = rows_.size();
-    rows_.push_back(metrale_kernel_timing_t{name, 0, 0.0});
-    row_of_.emplace(kernel, row);
-  } else {
-    row = it->second;
-  }
-  rows_[row].launches += 1;
-  return row;
-}
-
-void TimingTable::add_ms(size_t row, double ms) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  rows_[row].total_ms += ms;
-}
-
-size_t TimingTable::read(metrale_kernel_timing_t* out, size_t cap) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (size_t i = 0; i < rows_.size() && i < cap; ++i) out[i] = rows_[i];
-  return rows_.size();
 }
 
 }  // namespace metrale::core

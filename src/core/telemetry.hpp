@@ -1,12 +1,11 @@
-// Counters (relaxed atomics), the launch trace and kernel audit rings, and
-// per-kernel timing totals.
+// Counters (relaxed atomics) and the launch trace and kernel audit rings;
+// kernel timing lives in kernel_timer.hpp.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "metrale_gpu.h"
@@ -19,6 +18,7 @@ struct Counters {
   std::atomic<uint64_t> d2d_copies{0}, d2d_bytes{0}, memsets{0}, memset_bytes{0};
   std::atomic<uint64_t> allocs{0}, alloc_bytes{0}, frees{0}, free_bytes{0};
   std::atomic<uint64_t> kernel_lookups{0}, kernel_lookup_misses{0}, pinned_source_waits{0};
+  std::atomic<uint64_t> timings_dropped{0};
 
   static void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
     c.fetch_add(n, std::memory_order_relaxed);
@@ -61,20 +61,6 @@ class Ring {
   size_t capacity_;
   std::vector<T> items_;
   size_t head_ = 0;  // the oldest entry once the ring is full
-};
-
-// Launch counts and resolved milliseconds per kernel, in first-launch order.
-class TimingTable {
- public:
-  // The row for `kernel` (made on its first launch), its launches bumped.
-  size_t count_launch(const void* kernel, const char* name);
-  void add_ms(size_t row, double ms);
-  size_t read(metrale_kernel_timing_t* out, size_t cap) const;
-
- private:
-  mutable std::mutex mutex_;
-  std::vector<metrale_kernel_timing_t> rows_;
-  std::unordered_map<const void*, size_t> row_of_;
 };
 
 }  // namespace metrale::core

@@ -32,31 +32,14 @@ void metrale_context::kernel_audit_read(metrale_kernel_audit_entry_t* out, size_
   check_cap(cap, *count, "kernel lookups");
 }
 
+// Resolves outside any lock other callers wait on: the launch path never
+// blocks behind this wait (it try-locks the resolver and drops instead).
 void metrale_context::kernel_timings_read(metrale_kernel_timing_t* out, size_t cap,
                                           size_t* count) {
-  {
-    std::lock_guard<std::mutex> lock(timing_mutex_);
-    if (!pending_spans_.empty()) {
-      fault_.check();
-      size_t done = 0;
-      try {
-        for (const auto& span : pending_spans_) {
-          float ms = device([&] {
-            backend_->event_synchronize(span.end);
-            return backend_->event_elapsed_ms(span.start, span.end);
-          });
-          timings_.add_ms(span.row, ms);
-          free_timing_events_.push_back(span.start);
-          free_timing_events_.push_back(span.end);
-          ++done;
-        }
-      } catch (...) {
-        pending_spans_.erase(pending_spans_.begin(), pending_spans_.begin() + done);
-        throw;
-      }
-      pending_spans_.clear();
-    }
+  if (timer_.pending() != 0) {
+    fault_.check();
+    device([&] { timer_.resolve_all(*backend_); });
   }
-  *count = timings_.read(out, cap);
+  *count = timer_.read(out, cap);
   check_cap(cap, *count, "kernels");
 }

@@ -109,6 +109,20 @@ void HostBackend::memset_async(DevPtr dst, uint8_t value, size_t bytes, StreamHa
   });
 }
 
+// Pads may be filled (poison) on one thread while another scans them, as
+// two kernels may on a GPU: each byte is one relaxed atomic access, so the
+// two see each byte old or new, and neither is a C++ data race.
+namespace {
+void store_bytes(uint8_t* p, uint8_t byte, size_t n) {
+  for (size_t k = 0; k < n; ++k) __atomic_store_n(p + k, byte, __ATOMIC_RELAXED);
+}
+uint64_t count_other(const uint8_t* p, uint8_t byte, size_t n) {
+  uint64_t differ = 0;
+  for (size_t k = 0; k < n; ++k) differ += __atomic_load_n(p + k, __ATOMIC_RELAXED) != byte;
+  return differ;
+}
+}  // namespace
+
 // Not stream work: it runs now and is finished on return.
 void HostBackend::pattern_fill(const Range* ranges, size_t n, uint8_t byte) {
   fault_.throw_if_lost();
@@ -118,7 +132,7 @@ void HostBackend::pattern_fill(const Range* ranges, size_t n, uint8_t byte) {
   }
   regions_.access(ranges, n, [&] {
     for (size_t i = 0; i < n; ++i) {
-      if (ranges[i].bytes != 0) std::memset(as_host(ranges[i].ptr), byte, ranges[i].bytes);
+      store_bytes(static_cast<uint8_t*>(as_host(ranges[i].ptr)), byte, ranges[i].bytes);
     }
   });
 }
@@ -132,9 +146,8 @@ void HostBackend::pattern_count(const Range* ranges, size_t n, uint8_t byte, uin
   }
   regions_.access(ranges, n, [&] {
     for (size_t i = 0; i < n; ++i) {
-      const auto* p = static_cast<const uint8_t*>(as_host(ranges[i].ptr));
-      uint64_t differ = 0;
-      for (size_t k = 0; k < ranges[i].bytes; ++k) differ += p[k] != byte;
+      const uint64_t differ =
+          count_other(static_cast<const uint8_t*>(as_host(ranges[i].ptr)), byte, ranges[i].bytes);
       mismatches[i] = differ > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(differ);
     }
   });

@@ -125,6 +125,7 @@ pub struct metrale_counters_t {
     pub kernel_lookups: u64,
     pub kernel_lookup_misses: u64,
     pub pinned_source_waits: u64,
+    pub timings_dropped: u64,
 }
 
 #[repr(C)]

@@ -218,7 +218,7 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
             struct_size, launches, graph_launches, stream_syncs, h2d_copies, h2d_bytes,
             d2h_copies, d2h_bytes, d2d_copies, d2d_bytes, memsets, memset_bytes, allocs,
             alloc_bytes, frees, free_bytes, kernel_lookups, kernel_lookup_misses,
-            pinned_source_waits
+            pinned_source_waits, timings_dropped
         }
         metrale_device_info_t { name, compute_major, compute_minor, sm_count, total_memory, backend, ordinal }
         metrale_trace_entry_t { kind, kernel, grid, block, shared_bytes, nargs, args }

@@ -1,0 +1,476 @@
+/* Rule 4 of the header, concurrency with free: a red-zone scan racing
+ * frees on other threads stays exact (no INVALID_ARGUMENT, no blame on a
+ * block that reused a freed address, a real overflow still found), a sweep
+ * racing frees keeps the counters balanced, and kernel timing stays bounded
+ * over long runs without a read. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "test_support.h"
+
+#define PAD 64
+#define WORKERS 4
+
+static metrale_context_t* open_with_pad(size_t pad) {
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = pad;
+  return mt_open(&o);
+}
+
+/* ------------------------------------------------------------------ */
+/* Red-zone scan racing alloc and free                                 */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+  metrale_context_t* ctx;
+  unsigned seed;
+  int rounds;
+  atomic_int* stop;
+  int failures;
+  metrale_devptr_t freed[1024]; /* the latest frees, a ring */
+  int nfreed;
+} churn_t;
+
+/* Allocates blocks of varied sizes (so a freed address comes back with
+ * another size), fills each whole block, never a byte past it, with a value
+ * that is not the pattern, and frees them in a shuffled order. */
+static void* churn(void* arg) {
+  churn_t* w = arg;
+  metrale_devptr_t held[8] = {0};
+  for (int r = 0; r < w->rounds && !atomic_load(w->stop); ++r) {
+    int slot = rand_r(&w->seed) % 8;
+    if (held[slot] != 0) {
+      if (metrale_free(w->ctx, held[slot]) != METRALE_OK) w->failures++;
+      w->freed[w->nfreed++ % 1024] = held[slot];
+      held[slot] = 0;
+    }
+    size_t bytes = 16 + (size_t)(rand_r(&w->seed) % 512);
+    metrale_devptr_t p = 0;
+    if (metrale_alloc(w->ctx, bytes, &p) != METRALE_OK) {
+      w->failures++;
+      continue;
+    }
+    if (metrale_memset(w->ctx, p, 0x00, bytes) != METRALE_OK) w->failures++;
+    held[slot] = p;
+  }
+  for (int i = 0; i < 8; ++i) {
+    if (held[i] == 0) continue;
+    if (metrale_free(w->ctx, held[i]) != METRALE_OK) w->failures++;
+    w->freed[w->nfreed++ % 1024] = held[i];
+  }
+  return NULL;
+}
+
+/* Long-lived padded blocks: they make each scan's pass long enough that
+ * frees land inside it. */
+#define BALLAST 10000
+static metrale_devptr_t* add_ballast(metrale_context_t* ctx) {
+  metrale_devptr_t* b = calloc(BALLAST, sizeof *b);
+  assert_non_null(b);
+  for (int i = 0; i < BALLAST; ++i) MT_OK(metrale_alloc(ctx, 16, &b[i]));
+  return b;
+}
+
+static void drop_ballast(metrale_context_t* ctx, metrale_devptr_t* b) {
+  for (int i = 0; i < BALLAST; ++i) MT_OK(metrale_free(ctx, b[i]));
+  free(b);
+}
+
+static void start_churn(metrale_context_t* ctx, churn_t* w, pthread_t* t, atomic_int* stop,
+                        int rounds) {
+  for (int i = 0; i < WORKERS; ++i) {
+    memset(&w[i], 0, sizeof w[i]);
+    w[i].ctx = ctx;
+    w[i].seed = 77u + (unsigned)i;
+    w[i].rounds = rounds;
+    w[i].stop = stop;
+    assert_int_equal(pthread_create(&t[i], NULL, churn, &w[i]), 0);
+  }
+}
+
+static int join_churn(churn_t* w, pthread_t* t) {
+  int failures = 0;
+  for (int i = 0; i < WORKERS; ++i) {
+    assert_int_equal(pthread_join(t[i], NULL), 0);
+    failures += w[i].failures;
+  }
+  return failures;
+}
+
+/* Once no pass is open, every block a pass held back is back with the
+ * backend: the host backend then refuses a memset there (no block allocated
+ * after the churn started can have taken it: none is left live). */
+static void held_frees_were_released(metrale_context_t* ctx, churn_t* w) {
+  if (!mt_is_host(ctx)) return; /* a GPU would fault on a freed address */
+  int still_there = 0;
+  for (int i = 0; i < WORKERS; ++i) {
+    int n = w[i].nfreed < 1024 ? w[i].nfreed : 1024;
+    for (int k = 0; k < n; ++k)
+      if (metrale_memset(ctx, w[i].freed[k], 0, 1) == METRALE_OK) still_there++;
+  }
+  assert_int_equal(still_there, 0);
+}
+
+static void scan_racing_frees_reports_only_the_real_overflow(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_with_pad(PAD);
+  mt_load_kernels(ctx);
+  /* The one real overflow: 3 bytes past a long-lived block. */
+  const size_t bytes = 100;
+  metrale_devptr_t victim = 0;
+  MT_OK(metrale_alloc(ctx, bytes, &victim));
+  metrale_allocation_t a;
+  size_t n = 0;
+  MT_OK(metrale_live_allocations(ctx, &a, 1, &n));
+  MT_OK(mt_overflow_write(ctx, victim, bytes, 3, 0x5A));
+  metrale_devptr_t* ballast = add_ballast(ctx);
+
+  atomic_int stop = 0;
+  churn_t w[WORKERS];
+  pthread_t t[WORKERS];
+  start_churn(ctx, w, t, &stop, 1000000);
+  int scans = 0, other_status = 0, wrong_blame = 0, missed = 0;
+  metrale_redzone_violation_t v[8];
+  for (scans = 0; scans < 100; ++scans) {
+    size_t count = 0;
+    metrale_status_t s = metrale_redzone_scan(ctx, v, 8, &count);
+    if (s != METRALE_ERROR_REDZONE_CORRUPTED) {
+      if (other_status++ == 0)
+        print_error("scan %d: %s: %s\n", scans, metrale_status_name(s),
+                    metrale_last_error_message());
+      continue;
+    }
+    if (count != 1 || v[0].ptr != victim) {
+      if (wrong_blame++ == 0)
+        print_error("scan %d: %zu violations, the first at 0x%llx (seq %llu)\n", scans, count,
+                    (unsigned long long)v[0].ptr, (unsigned long long)v[0].seq);
+      continue;
+    }
+    if (v[0].seq != a.seq || v[0].bytes != bytes || v[0].first_bad_offset != 0 ||
+        v[0].bad_bytes != 3 || v[0].found != 0x5A)
+      missed++;
+  }
+  atomic_store(&stop, 1);
+  assert_int_equal(join_churn(w, t), 0);
+  assert_int_equal(other_status, 0);
+  assert_int_equal(wrong_blame, 0);
+  assert_int_equal(missed, 0);
+  held_frees_were_released(ctx, w);
+  drop_ballast(ctx, ballast);
+  assert_int_equal(mt_ledger(ctx).count, 1);
+  MT_OK(metrale_redzone_poison(ctx, 0, UINT64_MAX));
+  size_t count = 9;
+  MT_OK(metrale_redzone_scan(ctx, v, 8, &count));
+  assert_int_equal(count, 0);
+  MT_OK(metrale_free(ctx, victim));
+  mt_close(ctx);
+}
+
+typedef struct {
+  metrale_context_t* ctx;
+  atomic_int* stop;
+  uint64_t from_seq;
+  int bad;
+} poisoner_t;
+
+/* Poison passes overlapping the scans: a pass that ends must not give back
+ * a block another pass, opened before the free, may still read. */
+static void* poison_loop(void* arg) {
+  poisoner_t* p = arg;
+  while (!atomic_load(p->stop)) {
+    metrale_status_t s = metrale_redzone_poison(p->ctx, p->from_seq, UINT64_MAX);
+    if (s != METRALE_OK && p->bad++ == 0)
+      print_error("poison: %s: %s\n", metrale_status_name(s), metrale_last_error_message());
+  }
+  return NULL;
+}
+
+/* With nobody writing past a block, scans racing frees (and poison passes
+ * on another thread) are always clean, and poison never writes a block
+ * that reused a freed address. */
+static void scan_and_poison_racing_frees_stay_clean(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_with_pad(PAD);
+  metrale_devptr_t* ballast = add_ballast(ctx);
+  atomic_int stop = 0;
+  churn_t w[WORKERS];
+  pthread_t t[WORKERS], pt;
+  start_churn(ctx, w, t, &stop, 1000000);
+  /* Short passes, on the churning blocks only (seqs past the ballast). */
+  poisoner_t p = {ctx, &stop, BALLAST, 0};
+  assert_int_equal(pthread_create(&pt, NULL, poison_loop, &p), 0);
+  int bad = 0;
+  for (int i = 0; i < 100; ++i) {
+    size_t count = 0;
+    metrale_status_t s = metrale_redzone_scan(ctx, NULL, 0, &count);
+    if (s != METRALE_OK && bad++ == 0)
+      print_error("scan %d: %s: %s\n", i, metrale_status_name(s), metrale_last_error_message());
+  }
+  atomic_store(&stop, 1);
+  assert_int_equal(pthread_join(pt, NULL), 0);
+  assert_int_equal(join_churn(w, t), 0);
+  assert_int_equal(bad, 0);
+  assert_int_equal(p.bad, 0);
+  held_frees_were_released(ctx, w);
+  drop_ballast(ctx, ballast);
+  mt_ledger_t l = mt_ledger(ctx);
+  assert_int_equal(l.count, 0);
+  metrale_counters_t c = mt_counters(ctx);
+  assert_int_equal(c.allocs, c.frees);
+  assert_int_equal(c.alloc_bytes, c.free_bytes);
+  mt_close(ctx);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sweep racing alloc and free                                         */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+  metrale_context_t* ctx;
+  unsigned seed;
+  int failures;
+} sweep_worker_t;
+
+/* Keeps up to 32 blocks of random sizes and replaces a random one each
+ * round, so that freed addresses come back with other sizes while a sweep
+ * walks its snapshot. A block the sweep freed leaves a stale pointer here,
+ * so a free may answer NOT_FOUND, INVALID_ARGUMENT (now inside another
+ * block), or free a block that took the address: in every case exactly one
+ * free counts each block. Anything else is a failure. */
+#define KEEP 32
+static int free_answer_ok(metrale_status_t s) {
+  return s == METRALE_OK || s == METRALE_ERROR_NOT_FOUND || s == METRALE_ERROR_INVALID_ARGUMENT;
+}
+
+static void* alloc_free_loop(void* arg) {
+  sweep_worker_t* w = arg;
+  metrale_devptr_t held[KEEP] = {0};
+  for (int r = 0; r < 3000; ++r) {
+    int slot = rand_r(&w->seed) % KEEP;
+    if (held[slot] != 0) {
+      metrale_status_t s = metrale_free(w->ctx, held[slot]);
+      if (!free_answer_ok(s)) w->failures++;
+      held[slot] = 0;
+    }
+    size_t bytes = 1 + (size_t)(rand_r(&w->seed) % 1024);
+    if (metrale_alloc(w->ctx, bytes, &held[slot]) != METRALE_OK) w->failures++;
+  }
+  for (int i = 0; i < KEEP; ++i) {
+    if (held[i] == 0) continue;
+    if (!free_answer_ok(metrale_free(w->ctx, held[i]))) w->failures++;
+  }
+  return NULL;
+}
+
+static void sweep_racing_frees(size_t pad, int scan_too) {
+  metrale_context_t* ctx = open_with_pad(pad);
+  MT_OK(metrale_counters_reset(ctx));
+  sweep_worker_t w[WORKERS];
+  pthread_t t[WORKERS];
+  for (int i = 0; i < WORKERS; ++i) {
+    w[i] = (sweep_worker_t){ctx, 991u * (unsigned)(i + 1), 0};
+    assert_int_equal(pthread_create(&t[i], NULL, alloc_free_loop, &w[i]), 0);
+  }
+  int bad = 0;
+  for (int i = 0; i < 300; ++i) {
+    size_t swept = 0, count = 0;
+    if (metrale_sweep_unreleased(ctx, &swept) != METRALE_OK) bad++;
+    if (scan_too && metrale_redzone_scan(ctx, NULL, 0, &count) != METRALE_OK) bad++;
+  }
+  for (int i = 0; i < WORKERS; ++i) {
+    assert_int_equal(pthread_join(t[i], NULL), 0);
+    assert_int_equal(w[i].failures, 0);
+  }
+  assert_int_equal(bad, 0);
+  MT_OK(metrale_sweep_unreleased(ctx, NULL));
+  assert_int_equal(mt_ledger(ctx).count, 0);
+  assert_int_equal(mt_ledger(ctx).bytes, 0);
+  metrale_counters_t c = mt_counters(ctx);
+  assert_int_equal(c.allocs, (uint64_t)WORKERS * 3000);
+  assert_int_equal(c.frees, c.allocs);
+  assert_int_equal(c.free_bytes, c.alloc_bytes);
+  mt_close(ctx);
+}
+
+static void sweep_racing_frees_keeps_counters_exact(void** state) {
+  (void)state;
+  metrale_log_set_level(METRALE_LOG_ERROR); /* the sweep warns per site */
+  sweep_racing_frees(0, 0);
+  sweep_racing_frees(PAD, 1);
+  metrale_log_set_level(METRALE_LOG_INFO);
+}
+
+/* ------------------------------------------------------------------ */
+/* Kernel timing stays bounded                                          */
+/* ------------------------------------------------------------------ */
+
+/* Resident memory in bytes (Linux); 0 where /proc is not there. */
+static size_t rss_bytes(void) {
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (f == NULL) return 0;
+  unsigned long size = 0, resident = 0;
+  int got = fscanf(f, "%lu %lu", &size, &resident);
+  fclose(f);
+  return got == 2 ? (size_t)resident * (size_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+static void launch_empty(metrale_context_t* ctx, metrale_kernel_t* k, long n) {
+  metrale_dim3_t one = {1, 1, 1};
+  for (long i = 0; i < n; ++i) {
+    metrale_status_t s = metrale_launch(ctx, k, one, one, 0, NULL, NULL);
+    if (s != METRALE_OK) MT_OK(s);
+  }
+}
+
+static const metrale_kernel_timing_t* row_named(const metrale_kernel_timing_t* rows, size_t n,
+                                                const char* name) {
+  for (size_t i = 0; i < n; ++i)
+    if (strcmp(rows[i].kernel, name) == 0) return &rows[i];
+  return NULL;
+}
+
+static void timing_200k_launches_stays_bounded_and_exact(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.kernel_timing = 1;
+  metrale_context_t* ctx = mt_open(&o);
+  mt_load_kernels(ctx);
+  metrale_kernel_t* k = mt_kernel(ctx, "empty_kernel");
+  /* Warm up past the pending cap, so the idle events and queues exist. */
+  launch_empty(ctx, k, 20000);
+  metrale_stream_synchronize(ctx, NULL);
+  const size_t before = rss_bytes();
+  launch_empty(ctx, k, 200000);
+  MT_OK(metrale_stream_synchronize(ctx, NULL));
+  const size_t after = rss_bytes();
+  if (before != 0) {
+    /* Unbounded: 200k spans and 400k events, tens of MiB. */
+    if (after > before + 16u * 1024 * 1024)
+      fail_msg("RSS grew by %zu KiB over 200k timed launches", (after - before) / 1024);
+  }
+  metrale_kernel_timing_t rows[8];
+  size_t n = 0;
+  MT_OK(metrale_kernel_timings_read(ctx, rows, 8, &n));
+  const metrale_kernel_timing_t* r = row_named(rows, n, MT_KERNEL_MODULE "::empty_kernel");
+  assert_non_null(r);
+  metrale_counters_t c = mt_counters(ctx);
+  /* Host events complete at once: the cap resolves, it never drops. */
+  if (mt_is_host(ctx)) assert_int_equal(c.timings_dropped, 0);
+  assert_int_equal(r->launches + c.timings_dropped, 220000);
+  assert_true(r->total_ms >= 0.0);
+  /* Reads add up: more launches land on the same row. */
+  launch_empty(ctx, k, 5000);
+  MT_OK(metrale_kernel_timings_read(ctx, rows, 8, &n));
+  r = row_named(rows, n, MT_KERNEL_MODULE "::empty_kernel");
+  c = mt_counters(ctx);
+  assert_int_equal(r->launches + c.timings_dropped, 225000);
+  mt_close(ctx);
+}
+
+static metrale_status_t nothing(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  (void)user;
+  return METRALE_OK;
+}
+
+/* Past 1024 kernels, a new kernel is launched untimed and counted. */
+static void timing_rows_are_capped_and_drops_counted(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.kernel_timing = 1;
+  metrale_context_t* ctx = mt_open(&o);
+  mt_require_host(ctx);
+  enum { KERNELS = 1030, CAP = 1024 };
+  metrale_dim3_t one = {1, 1, 1};
+  char name[32];
+  for (int i = 0; i < KERNELS; ++i) {
+    snprintf(name, sizeof name, "k%d", i);
+    MT_OK(metrale_module_register_host(ctx, "many", name, nothing, NULL));
+    metrale_kernel_t* k = NULL;
+    MT_OK(metrale_kernel_get(ctx, "many", name, &k));
+    MT_OK(metrale_launch(ctx, k, one, one, 0, NULL, NULL));
+    MT_OK(metrale_launch(ctx, k, one, one, 0, NULL, NULL));
+  }
+  metrale_kernel_timing_t* rows = calloc(KERNELS, sizeof *rows);
+  assert_non_null(rows);
+  size_t n = 0;
+  MT_OK(metrale_kernel_timings_read(ctx, rows, KERNELS, &n));
+  assert_int_equal(n, CAP);
+  for (size_t i = 0; i < n; ++i) assert_int_equal(rows[i].launches, 2);
+  assert_string_equal(rows[CAP - 1].kernel, "many::k1023");
+  metrale_counters_t c = mt_counters(ctx);
+  assert_int_equal(c.timings_dropped, 2 * (KERNELS - CAP));
+  assert_int_equal(c.launches, 2 * KERNELS);
+  free(rows);
+  mt_close(ctx);
+}
+
+typedef struct {
+  metrale_context_t* ctx;
+  metrale_kernel_t* k;
+  atomic_int* done;
+} launcher_t;
+
+static void* launch_loop(void* arg) {
+  launcher_t* l = arg;
+  launch_empty(l->ctx, l->k, 30000);
+  atomic_fetch_add(l->done, 1);
+  return NULL;
+}
+
+/* Reads racing timed launches on two threads: no deadlock, nothing lost. */
+static void timing_reads_race_launches(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.kernel_timing = 1;
+  metrale_context_t* ctx = mt_open(&o);
+  mt_load_kernels(ctx);
+  atomic_int done = 0;
+  launcher_t l = {ctx, mt_kernel(ctx, "empty_kernel"), &done};
+  pthread_t t[2];
+  for (int i = 0; i < 2; ++i) assert_int_equal(pthread_create(&t[i], NULL, launch_loop, &l), 0);
+  metrale_kernel_timing_t rows[8];
+  size_t n = 0;
+  while (atomic_load(&done) < 2) MT_OK(metrale_kernel_timings_read(ctx, rows, 8, &n));
+  for (int i = 0; i < 2; ++i) assert_int_equal(pthread_join(t[i], NULL), 0);
+  MT_OK(metrale_kernel_timings_read(ctx, rows, 8, &n));
+  const metrale_kernel_timing_t* r = row_named(rows, n, MT_KERNEL_MODULE "::empty_kernel");
+  assert_non_null(r);
+  metrale_counters_t c = mt_counters(ctx);
+  assert_int_equal(r->launches + c.timings_dropped, 60000);
+  mt_close(ctx);
+}
+
+/* A caller built before timings_dropped existed still gets its counters,
+ * and nothing past its struct is written. */
+static void counters_serve_the_older_layout(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 10, &p));
+  metrale_counters_t c;
+  memset(&c, 0xEE, sizeof c);
+  c.struct_size = offsetof(metrale_counters_t, timings_dropped);
+  MT_OK(metrale_counters(ctx, &c));
+  assert_int_equal(c.allocs, 1);
+  assert_int_equal(c.timings_dropped, 0xEEEEEEEEEEEEEEEEull);
+  c.struct_size = offsetof(metrale_counters_t, timings_dropped) - 8;
+  MT_STATUS(metrale_counters(ctx, &c), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_OK(metrale_free(ctx, p));
+  mt_close(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(scan_racing_frees_reports_only_the_real_overflow),
+      cmocka_unit_test(scan_and_poison_racing_frees_stay_clean),
+      cmocka_unit_test(sweep_racing_frees_keeps_counters_exact),
+      cmocka_unit_test(timing_200k_launches_stays_bounded_and_exact),
+      cmocka_unit_test(timing_rows_are_capped_and_drops_counted),
+      cmocka_unit_test(timing_reads_race_launches),
+      cmocka_unit_test(counters_serve_the_older_layout),
+  };
+  return MT_RUN(tests);
+}
