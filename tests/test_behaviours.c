@@ -1,7 +1,8 @@
 /* Documented behaviours that once had no test failing without them (issue 9
  * item 7): debug_sync, a failed capture query counting as capturing, chunk
  * slack, the pinned-source wait and its once-per-context warning, free/total
- * in the OOM message, the d2d_async failure backtrace. Each case is killed by
+ * in the OOM message, the d2d_async failure backtrace; and core's owner check
+ * of events, which the host backend's own handle table does not replace. Each case is killed by
  * an entry of scripts/mutations.txt: keep the two in step. The host backend
  * runs work at enqueue, so waits are observed through the stream_syncs
  * counter (kept in core, the same on both backends), not through timing. */
@@ -158,6 +159,30 @@ static void lost_context_counts_as_capturing(void** state) {
   MT_STATUS(st, METRALE_ERROR_CONTEXT_LOST);
   assert_int_equal(metrale_stream_is_capturing(ctx, s), 1);
   assert_int_equal(metrale_stream_is_capturing(ctx, NULL), 1);
+  mt_close(ctx);
+}
+
+/* --- handles of another context --------------------------------------------- */
+
+/* Core checks the owner: each backend numbers its own handles, so another
+ * context's handle may name a live object of this one. */
+static void foreign_event_is_refused(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_context_t* other = mt_open(NULL);
+  metrale_event_t* mine = NULL;
+  metrale_event_t* theirs = NULL;
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &mine));
+  MT_OK(metrale_event_create(other, METRALE_EVENT_DEFAULT, &theirs));
+  MT_STATUS(metrale_event_record(ctx, theirs, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("another context");
+  MT_STATUS(metrale_event_synchronize(ctx, theirs), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_stream_wait_event(ctx, NULL, theirs), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_event_destroy(ctx, theirs), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_OK(metrale_event_record(ctx, mine, NULL));
+  MT_OK(metrale_event_destroy(other, theirs));
+  MT_OK(metrale_event_destroy(ctx, mine));
+  mt_close(other);
   mt_close(ctx);
 }
 
@@ -358,6 +383,7 @@ int main(void) {
       cmocka_unit_test_teardown(debug_sync_from_the_environment, teardown),
       cmocka_unit_test_teardown(failed_capture_query_counts_as_capturing, teardown),
       cmocka_unit_test_teardown(lost_context_counts_as_capturing, teardown),
+      cmocka_unit_test_teardown(foreign_event_is_refused, teardown),
       cmocka_unit_test_teardown(chunk_slack_is_exact, teardown),
       cmocka_unit_test_teardown(pinned_source_wait_is_a_stream_sync, teardown),
       cmocka_unit_test_teardown(pinned_source_warning_once_per_context, teardown),
