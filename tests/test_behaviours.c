@@ -342,6 +342,11 @@ static void oom_message_names_free_and_total(void** state) {
 
 /* --- a failed d2d_async logs a backtrace ------------------------------------ */
 
+/* The backend must refuse the copy (core's bounds check is off). The host
+ * backend refuses an address it never handed out; cuMemcpyDtoDAsync refuses
+ * 0x10 at enqueue (invalid value). Kept the last case: should a driver take
+ * the copy and fault later, no case after it would inherit the fault. */
+
 static void d2d_async_failure_logs_a_backtrace(void** state) {
   (void)state;
   metrale_context_options_t o = mt_options();
