@@ -5,14 +5,18 @@
 #   2. TSan build + the stress and threads suites (a smaller stress count)
 #   3. valgrind over the host suite, reusing the main build
 #   4. a bounded libFuzzer pass (clang ASan+UBSan), as a Meson test of its own
+#   5. the mutation check (scripts/mutate.sh): the ci tier of
+#      scripts/mutations.txt, each one-line mutant of src/ must fail a suite;
+#      one testlog line per mutant
 # Every check is a Meson test, so each lands in a testlog.json; the paths of
 # those files are written to $CI_EXTRA_LOGLIST (when set) for the caller's
 # summary. The last line is `N passed, N failed, N skipped` over them; the
 # exit status is non-zero on any failure, a failed build, or nothing run.
 #
 #   scripts/ci-extra.sh [main-build-dir]      (default: build)
-# Knobs: CI_EXTRA_SKIP="asan tsan valgrind fuzz" (any subset), FUZZ_SECONDS
-# (default 60), TSAN_STRESS_OPS (default 50000), VALGRIND_STRESS_OPS (default 50000).
+# Knobs: CI_EXTRA_SKIP="asan tsan valgrind fuzz mutate" (any subset), FUZZ_SECONDS
+# (default 60), TSAN_STRESS_OPS (default 50000), VALGRIND_STRESS_OPS (default 50000),
+# MUTATE_ALL=1 (every mutation, not only the ci tier: by hand, ~2x longer).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 main=${1:-build}
@@ -113,6 +117,19 @@ if ! skipped fuzz; then
     run_tests build-fuzz-pass testlog
   else
     echo "ci-extra: clang++ or the fuzz project setup is missing" >&2
+    broken=1
+  fi
+fi
+
+if ! skipped mutate; then
+  step "mutation check (scripts/mutations.txt)"
+  # Its own build of a copy of the tree (build-mutate); the real tree is
+  # never edited. A stale entry or a surviving mutant is a failed test.
+  MUTATE_JOBS=$jobs bash scripts/mutate.sh
+  if [ -s build-mutate/testlog-mutate.json ]; then
+    logs+=("build-mutate/testlog-mutate.json")
+  else
+    echo "ci-extra: the mutation check wrote no log" >&2
     broken=1
   fi
 fi

@@ -120,35 +120,90 @@ static void invalid_level_is_refused(void** state) {
     MT_OK(metrale_log_set_level((metrale_log_level_t)l));
 }
 
-static void* sweep_on_thread(void* arg) {
-  metrale_context_t* ctx = arg;
+/* Each thread allocates and frees on the shared context, then leaks one
+ * buffer on a context of its own and sweeps it: the sweep's warning is
+ * logged in that thread. A barrier makes the threads log at the same time. */
+enum { LOG_THREADS = 4 };
+
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_t ids[LOG_THREADS + 4];
+  int n; /* distinct threads that logged a sweep warning */
+} thread_ids_t;
+
+static thread_ids_t warned_from = {PTHREAD_MUTEX_INITIALIZER, {0}, 0};
+
+static void on_log_with_thread(metrale_log_level_t level, const char* message, void* user) {
+  on_log(level, message, user);
+  if (message == NULL || level != METRALE_LOG_WARN || strstr(message, "leaky_site.c") == NULL)
+    return;
+  pthread_t self = pthread_self();
+  pthread_mutex_lock(&warned_from.lock);
+  int known = 0;
+  for (int i = 0; i < warned_from.n; ++i) known |= pthread_equal(warned_from.ids[i], self);
+  if (!known && warned_from.n < (int)(sizeof warned_from.ids / sizeof warned_from.ids[0]))
+    warned_from.ids[warned_from.n++] = self;
+  pthread_mutex_unlock(&warned_from.lock);
+}
+
+typedef struct {
+  metrale_context_t* shared;
+  metrale_context_t* own;
+  pthread_barrier_t* start;
+} log_thread_arg_t;
+
+static void* log_on_thread(void* p) {
+  log_thread_arg_t* a = p;
+  pthread_barrier_wait(a->start);
   for (int i = 0; i < 20; ++i) {
-    metrale_devptr_t p = 0;
-    if (metrale_alloc_at(ctx, 64, "leaky_site.c", 1, &p) != METRALE_OK) return (void*)1;
-    if (metrale_free(ctx, p) != METRALE_OK) return (void*)1;
+    metrale_devptr_t d = 0;
+    if (metrale_alloc_at(a->shared, 64, "leaky_site.c", 1, &d) != METRALE_OK) return (void*)1;
+    if (metrale_free(a->shared, d) != METRALE_OK) return (void*)1;
   }
+  metrale_devptr_t leak = 0;
+  if (metrale_alloc_at(a->own, 128, "leaky_site.c", 2, &leak) != METRALE_OK) return (void*)1;
+  size_t n = 0;
+  if (metrale_sweep_unreleased(a->own, &n) != METRALE_OK || n != 1) return (void*)1;
   return NULL;
 }
 
 static void callback_from_many_threads(void** state) {
   (void)state;
   metrale_context_t* ctx = mt_open(NULL);
+  log_thread_arg_t args[LOG_THREADS];
+  pthread_barrier_t start;
+  assert_int_equal(pthread_barrier_init(&start, NULL, LOG_THREADS), 0);
+  for (int i = 0; i < LOG_THREADS; ++i) {
+    args[i].shared = ctx;
+    args[i].own = mt_open(NULL);
+    args[i].start = &start;
+  }
   reset_capture();
+  pthread_mutex_lock(&warned_from.lock);
+  warned_from.n = 0;
+  pthread_mutex_unlock(&warned_from.lock);
   MT_OK(metrale_log_set_level(METRALE_LOG_TRACE));
-  MT_OK(metrale_log_set_callback(on_log, &cap));
-  pthread_t t[4];
-  for (int i = 0; i < 4; ++i) assert_int_equal(pthread_create(&t[i], NULL, sweep_on_thread, ctx), 0);
+  MT_OK(metrale_log_set_callback(on_log_with_thread, &cap));
+  pthread_t t[LOG_THREADS];
+  for (int i = 0; i < LOG_THREADS; ++i)
+    assert_int_equal(pthread_create(&t[i], NULL, log_on_thread, &args[i]), 0);
   void* rc = NULL;
   int failures = 0;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < LOG_THREADS; ++i) {
     assert_int_equal(pthread_join(t[i], &rc), 0);
     failures += rc != NULL;
   }
-  leak_and_sweep(ctx);
   MT_OK(metrale_log_set_callback(NULL, NULL));
   assert_int_equal(failures, 0);
-  assert_true(cap.warn_naming_site >= 1);
+  /* Every thread's warning reached the callback, in that thread. */
+  assert_int_equal(cap.warn_naming_site, LOG_THREADS);
+  assert_int_equal(warned_from.n, LOG_THREADS);
+  for (int i = 0; i < warned_from.n; ++i)
+    assert_false(pthread_equal(warned_from.ids[i], pthread_self()));
   assert_int_equal(cap.bad_level, 0);
+  assert_int_equal(cap.newline_seen, 0);
+  pthread_barrier_destroy(&start);
+  for (int i = 0; i < LOG_THREADS; ++i) mt_close(args[i].own);
   mt_close(ctx);
 }
 
