@@ -42,6 +42,9 @@ METRALE_SAME_SIGNATURE(memFreeHost, cuMemFreeHost);
 METRALE_SAME_SIGNATURE(memHostRegister, cuMemHostRegister);
 METRALE_SAME_SIGNATURE(memHostUnregister, cuMemHostUnregister);
 METRALE_SAME_SIGNATURE(memHostGetDevicePointer, cuMemHostGetDevicePointer);
+METRALE_SAME_SIGNATURE(pointerGetAttribute, cuPointerGetAttribute);
+METRALE_SAME_SIGNATURE(pointerGetAttributes, cuPointerGetAttributes);
+METRALE_SAME_SIGNATURE(threadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode);
 METRALE_SAME_SIGNATURE(memcpyHtoDAsync, cuMemcpyHtoDAsync);
 METRALE_SAME_SIGNATURE(memcpyDtoHAsync, cuMemcpyDtoHAsync);
 METRALE_SAME_SIGNATURE(memcpyDtoDAsync, cuMemcpyDtoDAsync);
@@ -147,6 +150,8 @@ LoadResult load() {
   need("cuMemHostRegister_v2", &a.memHostRegister);
   need("cuMemHostUnregister", &a.memHostUnregister);
   need("cuMemHostGetDevicePointer_v2", &a.memHostGetDevicePointer);
+  need("cuPointerGetAttribute", &a.pointerGetAttribute);
+  need("cuPointerGetAttributes", &a.pointerGetAttributes);
   need("cuMemcpyHtoDAsync_v2", &a.memcpyHtoDAsync);
   need("cuMemcpyDtoHAsync_v2", &a.memcpyDtoHAsync);
   need("cuMemcpyDtoDAsync_v2", &a.memcpyDtoDAsync);
@@ -187,6 +192,8 @@ LoadResult load() {
     return r;
   }
   resolve_optional(lib, a, "cuFuncGetParamInfo", 12040, &a.funcGetParamInfo);
+  resolve_optional(lib, a, "cuThreadExchangeStreamCaptureMode", 10010,
+                   &a.threadExchangeStreamCaptureMode);
   if (rc != CUDA_SUCCESS) {
     // 34 is the toolkit's stub libcuda; 35 a driver older than the runtime
     // wants; 100 a driver without devices. Only the last is "no device".
