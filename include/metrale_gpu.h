@@ -537,7 +537,7 @@ metrale_status_t metrale_memset_async(metrale_context_t* ctx, metrale_devptr_t d
 metrale_status_t metrale_module_load_data(metrale_context_t* ctx, const char* name,
                                           const void* image, size_t size);
 /** The largest module file metrale_module_load_file reads (1 GiB). */
-#define METRALE_MODULE_FILE_MAX_BYTES ((size_t)1 << 30)
+#define METRALE_MODULE_FILE_MAX_BYTES 1073741824ul
 /** As metrale_module_load_data, reading the image from `path`. NOT_FOUND when
  *  the file cannot be opened or read; INVALID_ARGUMENT when it is not a
  *  regular file (directory, FIFO, socket, device such as /dev/zero), is
