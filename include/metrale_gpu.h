@@ -501,8 +501,9 @@ metrale_status_t metrale_copy_d2h_async(metrale_context_t* ctx, metrale_devptr_t
 metrale_status_t metrale_copy_d2d(metrale_context_t* ctx, metrale_devptr_t src,
                                   metrale_devptr_t dst, size_t bytes);
 /** Host to device on `stream`. The caller may reuse src on return: when src
- *  is pinned (the copy would read it later) the call waits for the stream
- *  and logs a warning once per context. */
+ *  is pinned (the copy would read it later), by this context or by anyone
+ *  else in the process as the driver says (rule 7), the call waits for the
+ *  stream and logs a warning once per context. */
 metrale_status_t metrale_copy_h2d_async(metrale_context_t* ctx, const void* src, size_t bytes,
                                         metrale_devptr_t dst, metrale_stream_t* stream);
 /** Host to device on `stream`, never waiting: the caller keeps src alive and

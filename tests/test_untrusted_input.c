@@ -321,7 +321,12 @@ static void failed_lookups_of_new_names_stay_bounded(void** state) {
   /* Kept without a bound, 100000 pairs of 250-byte names are over 50 MB. */
   const size_t growth = after > before ? after - before : 0;
   print_message("resident growth over %d failed lookups: %zu KiB\n", LOOKUPS, growth >> 10);
+#if defined(__SANITIZE_ADDRESS__)
+  /* ASan keeps freed memory in quarantine: resident size says nothing here. */
+  (void)growth;
+#else
   assert_true(growth < ((size_t)16 << 20));
+#endif
   /* The message still names the last one in full. */
   MT_MESSAGE_HAS(module);
   /* The audit still records each lookup, names past the budget replaced. */
