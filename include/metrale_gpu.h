@@ -31,7 +31,8 @@
  *   metrale_context_destroy still succeeds.
  *
  * Environment variables (read at metrale_context_create; they override the
- * options struct; a malformed value is METRALE_ERROR_INVALID_ARGUMENT):
+ * options struct; a malformed value is METRALE_ERROR_INVALID_ARGUMENT naming
+ * the variable; numbers are plain decimal digits, see rule 6):
  *   METRALE_BACKEND=auto|cuda|host    which backend to use
  *   METRALE_DEVICE=<n>                CUDA device ordinal
  *   METRALE_REDZONE=<bytes>           red-zone pad after each allocation (0 = off)
@@ -42,6 +43,12 @@
  *   METRALE_KERNEL_TIMING=0|1         time every launch with events
  *   METRALE_LOG=trace|debug|info|warn|error|critical|off   log level (read
  *                                     at library load and at each create)
+ *   METRALE_TEST_HOST_FAIL_FREE=<n>   test hook, host backend only: the n-th
+ *                                     device free of each context created
+ *                                     while it is set fails with
+ *                                     METRALE_ERROR_DRIVER (0 = never); for
+ *                                     suites that check what a failed driver
+ *                                     free leaves behind. Not for production.
  */
 
 /*
@@ -143,10 +150,51 @@
  *    callback run from inside a host kernel obeys both rules.
  *
  * 6. Untrusted sizes, paths and environment values.
- *    (rule 6: filled in by the input work)
+ *    A size, path or variable from the caller is checked before it is used,
+ *    and a bad one gets a status within the call, never a hang, a crash, a
+ *    wrapped computation or memory that grows without bound.
+ *    - Numeric environment variables (METRALE_DEVICE, METRALE_REDZONE,
+ *      METRALE_REDZONE_MIN_IDX, METRALE_TEST_HOST_FAIL_FREE) accept ASCII
+ *      digits only, up to the field's maximum: " 5", "-1", " -1", "+5",
+ *      "1x", "0x10" and values past the maximum are INVALID_ARGUMENT at
+ *      metrale_context_create, the message naming the variable. Booleans
+ *      accept exactly "0" or "1"; an empty value counts as unset.
+ *    - metrale_module_load_file reads regular files only: the path is opened
+ *      without blocking (a FIFO never waits for a writer) and the opened file
+ *      is checked, so a directory, FIFO, socket or device (/dev/zero) is
+ *      INVALID_ARGUMENT at once; so is an empty file or one larger than
+ *      METRALE_MODULE_FILE_MAX_BYTES (1 GiB, refused before a byte is read).
+ *      A path that cannot be opened is NOT_FOUND.
+ *    - metrale_launch_packed on a kernel whose parameter layout is unknown
+ *      refuses args_bytes above METRALE_PACKED_ARGS_MAX_BYTES (4096, the
+ *      driver's classic parameter limit) with INVALID_ARGUMENT; where the
+ *      layout is known args_bytes must match it exactly.
+ *    - metrale_alloc_report's min_mib is compared without overflow: a min_mib
+ *      whose MiB exceed 2^64 bytes selects no site (the total line remains).
+ *    - Failed kernel lookups keep their names in the kernel audit only within
+ *      a fixed budget (about 1 MiB per context); past it the audit entry's
+ *      module, function and file read "<name not kept: ...>", while the
+ *      error message still names them. Lookups of ever new names therefore
+ *      cannot grow the context's memory for its whole life.
  *
  * 7. Host memory: what the driver says is pinned.
- *    (rule 7: filled in by the input work)
+ *    Host memory counts as pinned when it was pinned by anyone in the
+ *    process: this context, another context, the CUDA runtime or PyTorch's
+ *    pin_memory. The context's own registry answers first; otherwise the
+ *    cuda backend asks the driver (cuPointerGetAttributes: memory type host,
+ *    followed across allocations) and the host backend its process-wide
+ *    record of pinned ranges. A range is pinned only when all its bytes are.
+ *    This decides metrale_host_is_pinned, metrale_host_device_pointer and
+ *    whether metrale_copy_h2d_async must wait before returning (a pinned
+ *    source is read by DMA after the call). The driver is also the judge
+ *    of faults: an error the driver classifies as plain (INVALID_VALUE, a
+ *    block of 2048 threads, LAUNCH_OUT_OF_RESOURCES, NOT_FOUND, ...) is
+ *    returned as is and never latches the context; a sticky fault (illegal
+ *    address, trap, misaligned address, ECC error, ...) is CONTEXT_LOST at
+ *    once. Only a code the library cannot classify is probed, and the probe
+ *    never synchronizes the device context (that would stall every stream
+ *    of the process and break other threads' captures): a sticky fault is
+ *    returned by any later call, so one call that waits for nothing tells.
  *
  * 8. fork().
  *    (rule 8: filled in by the handle work)
@@ -222,10 +270,16 @@ typedef enum metrale_log_level {
 
 /** One live ledger entry. `file` points into the context's string table and
  *  stays valid until the context is destroyed. */
+/* seq is the seed's ALLOC_SEQ: each metrale_alloc call takes the next index
+ * from 0 (a failed call uses one up too), and METRALE_REDZONE_MIN_IDX,
+ * metrale_redzone_poison and violations count in it. Managed allocations
+ * take no index of their own (they never get a pad): their seq is the index
+ * the next metrale_alloc will get, so mixing them in does not change which
+ * allocation MIN_IDX picks. Listed oldest first, seq never decreases. */
 typedef struct metrale_allocation {
   metrale_devptr_t ptr;      /* what the caller got */
   size_t bytes;              /* what the caller asked for */
-  uint64_t seq;              /* creation index, from 0, per context */
+  uint64_t seq;              /* red-zone creation index, per context (see above) */
   const char* file;          /* the caller's site */
   int line;
   metrale_alloc_kind_t kind;
@@ -298,7 +352,9 @@ typedef struct metrale_trace_entry {
   uint64_t args[METRALE_TRACE_MAX_ARGS];
 } metrale_trace_entry_t;
 
-/** One kernel lookup, found or not. Strings valid until context destroy. */
+/** One kernel lookup, found or not. Strings valid until context destroy.
+ *  For failed lookups past a per-context budget of names, module, function
+ *  and file read "<name not kept: too many distinct failed lookups>". */
 typedef struct metrale_kernel_audit_entry {
   const char* module;
   const char* function;
@@ -422,12 +478,17 @@ metrale_status_t metrale_alloc_managed_at(metrale_context_t* ctx, size_t bytes,
 /** Takes dptr off the ledger, then frees it. dptr 0 is OK.
  *  Statuses: NOT_FOUND (not a live ledger allocation: never allocated or
  *  already freed), INVALID_ARGUMENT (an interior pointer: the message names
- *  the allocation it lies in), CONTEXT_LOST. A failed call leaves the ledger
- *  as it was. A driver status meaning the context is already gone is not an
- *  error. Thread-safe, also against a red-zone scan or poison running on
- *  another thread: the block leaves the ledger and the counters at once;
- *  if it has a pad, its memory goes back to the device when that pass ends
- *  (rule 4). */
+ *  the allocation it lies in), CONTEXT_LOST, DRIVER (the driver refused the
+ *  free). A failed call leaves the ledger as it was: when the driver refuses,
+ *  the entry, its red-zone pad, its checked-pointer bounds and the counters
+ *  are put back exactly (the memory is still the driver's, so no other
+ *  allocation can have taken its address meanwhile). A driver status meaning
+ *  the context is already gone is not an error. Thread-safe: of several
+ *  threads freeing the same pointer at once exactly one succeeds and frees
+ *  it once; the others get NOT_FOUND. Also safe against a red-zone scan or
+ *  poison running on another thread: the block leaves the ledger and the
+ *  counters at once; if it has a pad, its memory goes back to the device
+ *  when that pass ends (rule 4; a driver refusal then is logged). */
 metrale_status_t metrale_free(metrale_context_t* ctx, metrale_devptr_t dptr);
 
 /** Device memory that is never on the ledger and has no red zone: for
@@ -446,12 +507,16 @@ metrale_status_t metrale_host_free_pinned(metrale_context_t* ctx, void* hptr);
 metrale_status_t metrale_host_register(metrale_context_t* ctx, void* hptr, size_t bytes);
 /** Undoes metrale_host_register; NOT_FOUND for a pointer not registered. */
 metrale_status_t metrale_host_unregister(metrale_context_t* ctx, void* hptr);
-/** *yes = 1 when all of [hptr, hptr+bytes) lies in one pinned or registered
- *  range, else 0. INVALID_ARGUMENT for NULL ctx/yes or bytes 0. */
+/** *yes = 1 when every byte of [hptr, hptr+bytes) is pinned host memory,
+ *  whoever pinned it (this context, another context, the CUDA runtime,
+ *  PyTorch: see rule 7), else 0. INVALID_ARGUMENT for NULL ctx/yes or bytes
+ *  0; CONTEXT_LOST when the driver itself answers with a sticky fault. */
 metrale_status_t metrale_host_is_pinned(metrale_context_t* ctx, const void* hptr, size_t bytes,
                                         int* yes);
 /** The device address of pinned or registered host memory (interior
- *  pointers too). NOT_FOUND when hptr is not pinned. */
+ *  pointers too), including memory pinned outside this context (rule 7).
+ *  NOT_FOUND when hptr is not pinned, or is pinned but not mapped for the
+ *  device. */
 metrale_status_t metrale_host_device_pointer(metrale_context_t* ctx, void* hptr,
                                              metrale_devptr_t* out);
 
@@ -470,7 +535,8 @@ metrale_status_t metrale_live_allocations(metrale_context_t* ctx, metrale_alloca
 
 /** Writes a text report of live bytes grouped by allocation site, largest
  *  first: at most top_n sites (0 = all), only sites holding >= min_mib MiB
- *  (0 = all), then a total line. *needed gets the bytes the text needs, NUL
+ *  (0 = all; a min_mib too large for its bytes to fit in 64 bits selects
+ *  none), then a total line. *needed gets the bytes the text needs, NUL
  *  included. buf may be NULL when buflen is 0 (a size query: METRALE_OK).
  *  BUFFER_TOO_SMALL when buflen < *needed (buf holds a truncated, NUL-ended
  *  text). */
@@ -551,10 +617,11 @@ metrale_status_t metrale_copy_d2h_async(metrale_context_t* ctx, metrale_devptr_t
 metrale_status_t metrale_copy_d2d(metrale_context_t* ctx, metrale_devptr_t src,
                                   metrale_devptr_t dst, size_t bytes);
 /** Host to device on `stream`. The caller may reuse src on return: when src
- *  is pinned (the copy would read it later) the call waits for the stream
- *  and logs a warning once per context. While `stream` captures it does not
- *  wait: src is copied at the call into host memory the graph owns and
- *  frees with itself, and every replay writes those bytes (rule 3). On
+ *  is pinned (the copy would read it later), by this context or by anyone
+ *  else in the process as the driver says (rule 7), the call waits for the
+ *  stream and logs a warning once per context. While `stream` captures it
+ *  does not wait: src is copied at the call into host memory the graph owns
+ *  and frees with itself, and every replay writes those bytes (rule 3). On
  *  cuda, CAPTURE (nothing recorded) where the driver lacks user objects. */
 metrale_status_t metrale_copy_h2d_async(metrale_context_t* ctx, const void* src, size_t bytes,
                                         metrale_devptr_t dst, metrale_stream_t* stream);
@@ -593,8 +660,13 @@ metrale_status_t metrale_memset_async(metrale_context_t* ctx, metrale_devptr_t d
  *  use), UNSUPPORTED on the host backend, DRIVER when the driver refuses it. */
 metrale_status_t metrale_module_load_data(metrale_context_t* ctx, const char* name,
                                           const void* image, size_t size);
+/** The largest module file metrale_module_load_file reads (1 GiB). */
+#define METRALE_MODULE_FILE_MAX_BYTES 1073741824ul
 /** As metrale_module_load_data, reading the image from `path`. NOT_FOUND when
- *  the file cannot be read. */
+ *  the file cannot be opened or read; INVALID_ARGUMENT when it is not a
+ *  regular file (directory, FIFO, socket, device such as /dev/zero), is
+ *  empty, or is larger than METRALE_MODULE_FILE_MAX_BYTES. Returns promptly:
+ *  a FIFO is never waited on and nothing is read before these checks. */
 metrale_status_t metrale_module_load_file(metrale_context_t* ctx, const char* name,
                                           const char* path);
 /** Unloads a module; its kernel handles stay allocated but launching them is
@@ -656,20 +728,28 @@ metrale_status_t metrale_module_register_host_params(metrale_context_t* ctx, con
 
 /** Launches kernel with params (an array of pointers to each argument; may
  *  be NULL for a kernel without parameters) on `stream`. INVALID_ARGUMENT
- *  for a zero dimension; CONTEXT_LOST when the launch revealed a sticky
- *  fault (latched); DRIVER otherwise. With debug_sync, waits for the stream
- *  and names the kernel on failure; while the stream captures there is no
- *  wait (nor kernel timing) and the launch is only recorded. From a host
- *  kernel running on that stream, debug_sync makes it INVALID_ARGUMENT with
- *  nothing launched (rule 5). The trace entry and the launch counter move
- *  only when the launch was taken (rule 1). */
+ *  for a zero dimension or a configuration the driver refuses as invalid
+ *  (a block of 2048 threads: the context stays healthy, nothing waits);
+ *  CONTEXT_LOST when the launch revealed a sticky fault (latched); DRIVER
+ *  otherwise (rule 7: only an unclassified code is probed, without a sync).
+ *  With debug_sync, waits for the stream and names the kernel on failure;
+ *  while the stream captures there is no wait (nor kernel timing) and the
+ *  launch is only recorded. From a host kernel running on that stream,
+ *  debug_sync makes it INVALID_ARGUMENT with nothing launched (rule 5). The
+ *  trace entry and the launch counter move only when the launch was taken
+ *  (rule 1). */
 metrale_status_t metrale_launch(metrale_context_t* ctx, metrale_kernel_t* kernel,
                                 metrale_dim3_t grid, metrale_dim3_t block, uint32_t shared_bytes,
                                 metrale_stream_t* stream, void** params);
+/** The largest packed argument buffer for a kernel whose parameter layout
+ *  is unknown (the driver's classic 4 KiB limit on kernel parameters). */
+#define METRALE_PACKED_ARGS_MAX_BYTES 4096
 /** As metrale_launch with every argument packed in one buffer, laid out as
  *  the kernel's parameters are. Where the kernel's parameter layout is known
  *  (the driver's cuFuncGetParamInfo, or sizes given at host registration),
- *  args_bytes must equal it: else INVALID_ARGUMENT, nothing launched. */
+ *  args_bytes must equal it: else INVALID_ARGUMENT, nothing launched. Where
+ *  it is unknown, args_bytes above METRALE_PACKED_ARGS_MAX_BYTES is
+ *  INVALID_ARGUMENT, nothing launched. */
 metrale_status_t metrale_launch_packed(metrale_context_t* ctx, metrale_kernel_t* kernel,
                                        metrale_dim3_t grid, metrale_dim3_t block,
                                        uint32_t shared_bytes, metrale_stream_t* stream,

@@ -75,8 +75,15 @@ class Backend {
   virtual void host_free_pinned(void* ptr) = 0;
   virtual void host_register(void* ptr, size_t bytes) = 0;
   virtual void host_unregister(void* ptr) = 0;
-  // The device address of pinned/registered host memory (interior too).
+  // The device address of pinned/registered host memory (interior too),
+  // whoever pinned it; NOT_FOUND when it is not mapped for the device.
   virtual DevPtr host_device_pointer(void* ptr) = 0;
+  // True when every byte of [ptr, ptr+bytes) is page-locked host memory, so
+  // that an async copy from it is a DMA that reads it later: whoever pinned
+  // it (this library, another context, the CUDA runtime, PyTorch). Asks the
+  // driver, not core's registry. Pageable memory answers false, never an
+  // error; throws only when the driver itself fails (a lost context).
+  virtual bool host_range_pinned(const void* ptr, size_t bytes) = 0;
 
   // --- copies and memsets: enqueued on `stream`, never waited for ---------
   // Reads src when the stream reaches the copy: at every replay when `s` is
@@ -151,8 +158,17 @@ class Backend {
 
   // --- faults -----------------------------------------------------------------
   // Checks whether the device context has a sticky fault (an illegal address,
-  // say). Returns "" while healthy, else a message naming the fault.
+  // say). Returns "" while healthy, else a message naming the fault. Never
+  // waits for or synchronizes the device: the context may be shared with
+  // other libraries' streams and captures.
   virtual std::string probe_fault() = 0;
+  // Whether an error this backend threw might be the first sign of a sticky
+  // fault it could not name, so that probe_fault() is worth calling. Errors
+  // the backend classified (a bad argument, a capture error, a known
+  // non-sticky driver code) never are; a sticky fault comes as CONTEXT_LOST.
+  virtual bool may_hide_fault(const Error& e) const {
+    return e.status() == METRALE_ERROR_DRIVER;
+  }
 };
 
 // Factories. Throw NO_DRIVER / NO_DEVICE / DRIVER when the backend cannot start.

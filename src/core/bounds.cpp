@@ -17,6 +17,15 @@ void BoundsIndex::remove(uint64_t ptr) {
   regions_.erase(ptr);
 }
 
+bool BoundsIndex::take(uint64_t ptr, Region* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = regions_.find(ptr);
+  if (it == regions_.end()) return false;
+  *out = it->second;
+  regions_.erase(it);
+  return true;
+}
+
 namespace {
 std::string describe(uint64_t base, const Region& r) {
   std::string s = hex(base) + " (" + std::to_string(r.bytes) + " bytes) from " + r.file;

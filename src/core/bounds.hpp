@@ -19,6 +19,8 @@ class BoundsIndex {
  public:
   void add(uint64_t ptr, const Region& r);
   void remove(uint64_t ptr);
+  // Removes the region keyed by ptr into *out; false when there is none.
+  bool take(uint64_t ptr, Region* out);
   // Throws OUT_OF_BOUNDS when [ptr, ptr+bytes) is not inside one region,
   // naming `what` ("destination", ...) and the closest region.
   void check(uint64_t ptr, size_t bytes, const char* what) const;

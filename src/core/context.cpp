@@ -251,9 +251,12 @@ void metrale_context::fail_after_probe(const Error& e, const std::string& what) 
     throw Error(METRALE_ERROR_CONTEXT_LOST, what + e.what(), e.driver_code());
   }
   std::string probe;
-  // Any failure may be the first sign of a sticky fault; a capture error
-  // is about the stream only.
-  if (e.status() != METRALE_ERROR_CAPTURE) {
+  // Only an error the backend could not classify may be a sticky fault in
+  // disguise: a plain bad argument (block of 2048 threads, say) leaves the
+  // context as healthy as before and is returned as is, and a sticky fault
+  // already came as CONTEXT_LOST above. The probe never synchronizes (see
+  // Backend::probe_fault): other libraries' streams share the context.
+  if (e.status() != METRALE_ERROR_CAPTURE && backend_->may_hide_fault(e)) {
     try {
       probe = backend_->probe_fault();
     } catch (const std::exception& pe) {

@@ -200,7 +200,8 @@ struct metrale_context {
   metrale::core::FaultLatch fault_;
   metrale::core::InternTable strings_;
   metrale::core::Ledger ledger_;
-  std::atomic<uint64_t> seq_{0};
+  std::atomic<uint64_t> seq_{0};    // red-zone index: metrale_alloc calls only
+  std::atomic<uint64_t> order_{0};  // creation order of every ledger entry
   std::unique_ptr<metrale::core::BoundsIndex> bounds_;  // checked pointers only
   metrale::core::PinnedRegistry pinned_;
   std::mutex arenas_mutex_;

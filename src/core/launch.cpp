@@ -107,6 +107,16 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
       fail(METRALE_ERROR_INVALID_ARGUMENT,
            "args is NULL but args_bytes is " + std::to_string(args_bytes));
     }
+    // Without a layout nothing tells how much the kernel reads: cap the
+    // buffer at the driver's classic parameter limit, so a wrong args_bytes
+    // (SIZE_MAX, a length in elements) is refused instead of being read
+    // past the caller's buffer or wrapping the backend's size arithmetic.
+    if (!kern->layout_known && args_bytes > METRALE_PACKED_ARGS_MAX_BYTES) {
+      fail(METRALE_ERROR_INVALID_ARGUMENT,
+           std::string("kernel ") + kern->name + " has no known parameter layout and args_bytes is " +
+               std::to_string(args_bytes) + ", more than METRALE_PACKED_ARGS_MAX_BYTES (" +
+               std::to_string(METRALE_PACKED_ARGS_MAX_BYTES) + ")");
+    }
     if (kern->layout_known && args_bytes != kern->params_bytes) {
       fail(METRALE_ERROR_INVALID_ARGUMENT,
            std::string("kernel ") + kern->name + " takes " + std::to_string(kern->params_bytes) +

@@ -69,6 +69,32 @@ bool Ledger::take(DevPtr ptr, LedgerEntry* out) {
   return true;
 }
 
+void Ledger::restore(DevPtr ptr, const LedgerEntry& entry) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  LedgerEntry e = entry;
+  Site& site = sites_[e.site];
+  site.live_bytes += e.bytes;
+  site.live_count += 1;
+  live_bytes_ += e.bytes;
+  slack_bytes_ += e.reserved - e.bytes - e.pad;
+  if (e.pad > 0) {
+    // take() moved the last pad into this slot: move it back to the end.
+    const uint32_t slot = e.pad_slot;
+    if (slot < pads_.size()) {
+      pads_.push_back(pads_[slot]);
+      pad_owners_.push_back(pad_owners_[slot]);
+      entries_[pad_owners_.back()].pad_slot = static_cast<uint32_t>(pads_.size() - 1);
+      pads_[slot] = backend::Range{ptr + e.bytes, e.pad};
+      pad_owners_[slot] = ptr;
+    } else {
+      e.pad_slot = static_cast<uint32_t>(pads_.size());
+      pads_.push_back(backend::Range{ptr + e.bytes, e.pad});
+      pad_owners_.push_back(ptr);
+    }
+  }
+  entries_[ptr] = e;
+}
+
 bool Ledger::lookup(DevPtr ptr, LedgerEntry* out) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = entries_.find(ptr);
@@ -154,7 +180,10 @@ size_t Ledger::slack_bytes() const {
 namespace {
 void sort_by_seq(std::vector<std::pair<DevPtr, LedgerEntry>>& v) {
   std::sort(v.begin(), v.end(),
-            [](const auto& a, const auto& b) { return a.second.seq < b.second.seq; });
+            [](const auto& a, const auto& b) {
+              return a.second.seq != b.second.seq ? a.second.seq < b.second.seq
+                                                  : a.second.order < b.second.order;
+            });
 }
 }  // namespace
 

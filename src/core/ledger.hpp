@@ -26,6 +26,7 @@ struct LedgerEntry {
   size_t reserved = 0;  // as set aside by the backend (pad and rounding included)
   size_t pad = 0;       // red-zone bytes after the buffer
   uint64_t seq = 0;
+  uint64_t order = 0;   // creation order of all ledger entries (ties of seq)
   uint32_t site = 0;
   metrale_alloc_kind_t kind = METRALE_ALLOC_DEVICE;
   uint32_t pad_slot = 0;  // index in the pad table (when pad > 0); the ledger sets it
@@ -53,6 +54,10 @@ class Ledger {
   void record(DevPtr ptr, LedgerEntry entry, const char* file, int line);
   // Removes the entry keyed exactly by ptr; false (nothing changed) if none.
   bool take(DevPtr ptr, LedgerEntry* out);
+  // Undoes take(ptr) after the backend refused to free ptr: the entry goes
+  // back with its site, seq and totals, and its pad back into the slot it
+  // had, so the pad table is as before when nothing happened in between.
+  void restore(DevPtr ptr, const LedgerEntry& entry);
   // The entry whose [ptr, ptr+bytes) holds p; O(n), for error paths.
   bool find_containing(DevPtr p, DevPtr* base, LedgerEntry* out) const;
 

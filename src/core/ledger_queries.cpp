@@ -1,4 +1,5 @@
 // Ledger listings, the text report, and the sweep of what is still live.
+#include <cstdint>
 #include <cstring>
 #include <map>
 
@@ -43,11 +44,16 @@ void metrale_context::alloc_report(size_t top_n, size_t min_mib, char* buf, size
   text += ", >= " + std::to_string(min_mib) + " MiB):\n";
   uint64_t total_bytes = 0, total_count = 0;
   size_t shown = 0;
-  const uint64_t min_bytes = static_cast<uint64_t>(min_mib) * 1024 * 1024;
+  // min_mib MiB may not fit in 64 bits (min_mib >= 2^44): no site can hold
+  // that much, so none qualifies, rather than the product wrapping to a
+  // small threshold that lets every site through.
+  constexpr uint64_t kMiB = 1024 * 1024;
+  const bool none_qualifies = static_cast<uint64_t>(min_mib) > UINT64_MAX / kMiB;
+  const uint64_t min_bytes = none_qualifies ? UINT64_MAX : static_cast<uint64_t>(min_mib) * kMiB;
   for (const auto& s : sites) {
     total_bytes += s.bytes;
     total_count += s.count;
-    if ((top_n != 0 && shown >= top_n) || s.bytes < min_bytes) continue;
+    if (none_qualifies || (top_n != 0 && shown >= top_n) || s.bytes < min_bytes) continue;
     ++shown;
     text += "  " + human_bytes(s.bytes) + " in " + plural(s.count, "allocation") + " at " +
             metrale::core::site_text(s.file, s.line) + "\n";

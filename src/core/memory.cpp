@@ -21,7 +21,13 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
   fault_.check();
   if (file == nullptr) file = "<unknown>";
   const bool managed = kind == METRALE_ALLOC_MANAGED;
-  uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed);
+  // The seed's ALLOC_SEQ: every metrale_alloc call takes the next index
+  // (taken before the backend call, as the seed does), and red zones and
+  // METRALE_REDZONE_MIN_IDX count in it. Managed memory never has a pad and
+  // takes no index: its seq is the one the next device allocation gets, so
+  // mixing managed allocations in does not move which buffer MIN_IDX picks.
+  uint64_t seq = managed ? seq_.load(std::memory_order_relaxed)
+                         : seq_.fetch_add(1, std::memory_order_relaxed);
   size_t pad = (!managed && seq >= opts_.redzone_min_index) ? opts_.redzone_bytes : 0;
   if (bytes > std::numeric_limits<size_t>::max() - pad) {
     fail(METRALE_ERROR_OUT_OF_MEMORY, "out of device memory: asked " + std::to_string(bytes) +
@@ -81,6 +87,7 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
   entry.reserved = reserved;
   entry.pad = pad;
   entry.seq = seq;
+  entry.order = order_.fetch_add(1, std::memory_order_relaxed);
   entry.kind = kind;
   // Bounds first: once on the ledger a concurrent sweep may take the entry,
   // and its bounds removal must find something to remove.
@@ -99,6 +106,8 @@ void metrale_context::free(DevPtr ptr) {
   fault_.check();
   if (ptr == 0) return;
   metrale::core::LedgerEntry e;
+  // Off the ledger first: of two threads freeing ptr at once exactly one
+  // takes it, and only that one calls the backend (never a double free).
   if (!ledger_.take(ptr, &e)) {
     DevPtr base = 0;
     if (ledger_.find_containing(ptr, &base, &e)) {
@@ -111,10 +120,20 @@ void metrale_context::free(DevPtr ptr) {
     fail(METRALE_ERROR_NOT_FOUND, hex(ptr) + " is not a live allocation of this context "
                                              "(never allocated here, or already freed)");
   }
-  if (bounds_) bounds_->remove(ptr);
+  metrale::core::Region region{};
+  const bool bounded = bounds_ && bounds_->take(ptr, &region);
+  try {
+    release_memory(ptr, e);
+  } catch (...) {
+    // The driver still holds the memory, so no other allocation can have
+    // its address: put the entry, its pad and its bounds back as they were.
+    // Counters move only on success.
+    ledger_.restore(ptr, e);
+    if (bounded) bounds_->add(ptr, region);
+    throw;
+  }
   metrale::core::Counters::bump(counters_.frees);
   metrale::core::Counters::bump(counters_.free_bytes, e.bytes);
-  release_memory(ptr, e);
 }
 
 void metrale_context::release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e) {
@@ -230,20 +249,30 @@ void metrale_context::host_unregister(void* ptr) {
   device([&] { backend_->host_unregister(ptr); });
 }
 
+// The registry knows what this context pinned; the driver knows the rest
+// (another context, the CUDA runtime, PyTorch's pin_memory). Treating such
+// memory as pageable would let copy_h2d_async return while the DMA still
+// reads the caller's buffer.
 bool metrale_context::host_is_pinned(const void* ptr, size_t bytes) const {
   metrale::core::PinnedRange r;
-  return pinned_.find(ptr, bytes, &r);
+  if (pinned_.find(ptr, bytes, &r)) return true;
+  return backend_->host_range_pinned(ptr, bytes);
 }
 
 metrale_context::DevPtr metrale_context::host_device_pointer(void* ptr) {
   fault_.check();
   metrale::core::PinnedRange r;
-  if (!pinned_.find(ptr, 1, &r)) {
+  if (pinned_.find(ptr, 1, &r)) {
+    void* base = reinterpret_cast<void*>(r.base);
+    DevPtr d = device([&] { return backend_->host_device_pointer(base); });
+    return d + (reinterpret_cast<uintptr_t>(ptr) - r.base);
+  }
+  if (!device([&] { return backend_->host_range_pinned(ptr, 1); })) {
     fail(METRALE_ERROR_NOT_FOUND,
          hex(reinterpret_cast<uintptr_t>(ptr)) +
-             " is not in host memory pinned or registered by this context");
+             " is not in pinned host memory (neither this context nor, as the driver says, "
+             "anyone else in the process pinned it)");
   }
-  void* base = reinterpret_cast<void*>(r.base);
-  DevPtr d = device([&] { return backend_->host_device_pointer(base); });
-  return d + (reinterpret_cast<uintptr_t>(ptr) - r.base);
+  // Pinned elsewhere: the backend asks the driver for that very address.
+  return device([&] { return backend_->host_device_pointer(ptr); });
 }

@@ -1,10 +1,8 @@
 // Module loading and kernel lookup, with the lookup audit and counters.
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "core/context.hpp"
+#include "core/module_file.hpp"
 
 using metrale::Error;
 using metrale::fail;
@@ -16,24 +14,7 @@ void metrale_context::module_load_data(const char* name, const void* image, size
 
 void metrale_context::module_load_file(const char* name, const char* path) {
   fault_.check();
-  std::FILE* f = std::fopen(path, "rb");
-  if (f == nullptr) {
-    fail(METRALE_ERROR_NOT_FOUND,
-         std::string("cannot read module file '") + path + "': " + std::strerror(errno));
-  }
-  std::vector<char> image;
-  char chunk[65536];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) image.insert(image.end(), chunk, chunk + n);
-  int read_error = std::ferror(f) ? errno : 0;
-  std::fclose(f);
-  if (read_error != 0) {
-    fail(METRALE_ERROR_NOT_FOUND,
-         std::string("cannot read module file '") + path + "': " + std::strerror(read_error));
-  }
-  if (image.empty()) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, std::string("module file '") + path + "' is empty");
-  }
+  std::vector<char> image = metrale::core::read_module_file(path);
   device([&] { modules_->load(name, image.data(), image.size()); });
 }
 
@@ -49,18 +30,21 @@ metrale_kernel* metrale_context::kernel_get(const char* module, const char* func
   fault_.check();
   if (file == nullptr) file = "<unknown>";
   metrale::core::Counters::bump(counters_.kernel_lookups);
-  metrale_kernel_audit_entry_t audit{strings_.intern(module), strings_.intern(func), 1,
-                                     strings_.intern(file), line};
+  metrale_kernel* k = nullptr;
   try {
-    metrale_kernel* k = device([&] { return modules_->kernel(this, module, func, file, line); });
-    audit_.push(audit);
-    return k;
+    k = device([&] { return modules_->kernel(this, module, func, file, line); });
   } catch (...) {
+    // The names of a failed lookup are the caller's to vary without end: the
+    // audit keeps them only within a budget (the error message has them all).
     metrale::core::Counters::bump(counters_.kernel_lookup_misses);
-    audit.found = 0;
-    audit_.push(audit);
+    audit_.push(metrale_kernel_audit_entry_t{strings_.intern_untrusted(module),
+                                             strings_.intern_untrusted(func), 0,
+                                             strings_.intern_untrusted(file), line});
     throw;
   }
+  audit_.push(metrale_kernel_audit_entry_t{strings_.intern(module), strings_.intern(func), 1,
+                                           strings_.intern(file), line});
+  return k;
 }
 
 void metrale_context::register_host(const char* module, const char* func,

@@ -1,11 +1,11 @@
 #include "core/options.hpp"
 
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
 
+#include "backend/env_number.hpp"
 #include "backend/error.hpp"
 #include "core/raw_enum.hpp"
 
@@ -22,15 +22,9 @@ const char* env(const char* var) {
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
+// Digits only: strtoull would read " -1" or "\t-1" as 2^64-1.
 uint64_t env_u64(const char* var, const char* value, uint64_t max) {
-  if (value[0] == '-' || value[0] == '+' || value[0] == ' ') malformed(var, value, "a number");
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(value, &end, 10);
-  if (errno != 0 || end == value || *end != '\0' || n > max) {
-    malformed(var, value, "a non-negative decimal number");
-  }
-  return n;
+  return backend::parse_env_number(var, value, max);
 }
 
 int env_bool(const char* var, const char* value) {

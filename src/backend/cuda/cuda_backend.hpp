@@ -41,6 +41,7 @@ class CudaBackend final : public Backend {
   void host_register(void* ptr, size_t bytes) override;
   void host_unregister(void* ptr) override;
   DevPtr host_device_pointer(void* ptr) override;
+  bool host_range_pinned(const void* ptr, size_t bytes) override;
 
   void copy_h2d_async(DevPtr dst, const void* src, size_t bytes, StreamHandle s) override;
   void copy_h2d_snapshot_async(DevPtr dst, const void* src, size_t bytes,
@@ -86,6 +87,7 @@ class CudaBackend final : public Backend {
                      StreamHandle s, const void* args, size_t args_bytes) override;
 
   std::string probe_fault() override;
+  bool may_hide_fault(const Error& e) const override;
 
  private:
   // Makes the primary context current on the calling thread when it is not.

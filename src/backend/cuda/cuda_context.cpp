@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/cuda/capture_mode.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 
 namespace metrale::backend {
@@ -119,21 +120,34 @@ void CudaBackend::mem_info(size_t* free_bytes, size_t* total_bytes) {
   *total_bytes = total_b;
 }
 
+// No cuCtxSynchronize here. The primary context is shared with the CUDA
+// runtime: a context-wide sync would stall every stream of the process
+// (PyTorch's too) and, in global capture mode, invalidate a capture running
+// on another thread. A sticky fault needs no waiting to be seen: once the
+// context has one, every later call on it returns it. So one cheap call that
+// waits for nothing, cuMemGetInfo, made in relaxed capture mode so that it
+// can never count as an unsafe call during another thread's capture.
 std::string CudaBackend::probe_fault() {
-  // A sticky fault shows on the next synchronising call of the context, so
-  // wait for the whole context: whatever faulted has finished by then.
   CUcontext current = nullptr;
   CUresult rc = CUDA_SUCCESS;
   if (api_.ctxGetCurrent(&current) != CUDA_SUCCESS || current != context_)
     rc = api_.ctxSetCurrent(context_);
   const char* function = "cuCtxSetCurrent";
   if (rc == CUDA_SUCCESS) {
-    rc = api_.ctxSynchronize();
-    function = "cuCtxSynchronize";
+    RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
+    size_t free_b = 0, total_b = 0;
+    rc = api_.memGetInfo(&free_b, &total_b);
+    function = "cuMemGetInfo_v2";
   }
   if (!is_sticky(rc)) return std::string();
   faulted_.store(true);
   return "the device context has a sticky fault: " + failure_message(&api_, function, rc);
+}
+
+bool CudaBackend::may_hide_fault(const Error& e) const {
+  if (e.status() == METRALE_ERROR_CONTEXT_LOST || e.status() == METRALE_ERROR_CAPTURE) return false;
+  // Errors without a driver code are this library's own checks.
+  return e.driver_code() != 0 && cuda_impl::may_hide_fault(static_cast<CUresult>(e.driver_code()));
 }
 
 }  // namespace cuda_impl

@@ -17,6 +17,11 @@ struct DriverApi;
 metrale_status_t status_for(CUresult rc);
 // Faults after which the context is unusable (an illegal address, a trap...).
 bool is_sticky(CUresult rc);
+// Whether a failed call's code could be a sticky fault this library does not
+// know (a code newer than cuda.h): worth a probe. False for success, for the
+// sticky codes (already CONTEXT_LOST) and for every known non-sticky code
+// (INVALID_VALUE, INVALID_HANDLE, LAUNCH_OUT_OF_RESOURCES, NOT_FOUND, ...).
+bool may_hide_fault(CUresult rc);
 // Codes a free/destroy gets when the context is already gone (at process
 // exit, after a reset): nothing is left to free, so they are not errors.
 bool is_teardown_noop(CUresult rc);

@@ -109,9 +109,72 @@ void CudaBackend::host_unregister(void* ptr) {
 
 DevPtr CudaBackend::host_device_pointer(void* ptr) {
   make_current();
+  // The pointer attribute answers for any pinned memory (ours, another
+  // context's, the CUDA runtime's) and for interior pointers.
   CUdeviceptr dptr = 0;
-  check(api_.memHostGetDevicePointer(&dptr, ptr, 0), "cuMemHostGetDevicePointer_v2");
+  CUresult rc = api_.pointerGetAttribute(&dptr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                                         reinterpret_cast<CUdeviceptr>(ptr));
+  if (rc == CUDA_SUCCESS && dptr != 0) return static_cast<DevPtr>(dptr);
+  if (is_sticky(rc)) raise(rc, "cuPointerGetAttribute", "CU_POINTER_ATTRIBUTE_DEVICE_POINTER");
+  rc = api_.memHostGetDevicePointer(&dptr, ptr, 0);
+  if (rc == CUDA_ERROR_INVALID_VALUE) {
+    char where[48];
+    std::snprintf(where, sizeof where, "0x%llx",
+                  static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(ptr)));
+    fail(METRALE_ERROR_NOT_FOUND,
+         std::string(where) + " is not host memory mapped for the device (not pinned, or "
+                              "pinned without CU_MEMHOSTALLOC_DEVICEMAP / "
+                              "CU_MEMHOSTREGISTER_DEVICEMAP): " +
+             failure_message(&api_, "cuMemHostGetDevicePointer_v2", rc),
+         static_cast<int>(rc));
+  }
+  check(rc, "cuMemHostGetDevicePointer_v2");
   return static_cast<DevPtr>(dptr);
+}
+
+// PyTorch's is_pinned asks the same question (memory type HOST). A range is
+// pinned only over all its bytes: the allocation holding its first byte is
+// followed to its end, then the next one, until the range is covered.
+bool CudaBackend::host_range_pinned(const void* ptr, size_t bytes) {
+  const auto lo = reinterpret_cast<uintptr_t>(ptr);
+  if (bytes == 0 || lo + bytes < lo) return false;
+  const uintptr_t last = lo + bytes - 1;
+  make_current();
+  // The host memory holding `at`: false when it is not pinned; *end gets the
+  // end of its allocation, or 0 when the driver does not say.
+  auto pinned_at = [&](uintptr_t at, uintptr_t* end) {
+    unsigned int type = 0;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void* data[] = {&type, &start, &size};
+    // Unlike cuPointerGetAttribute, this answers SUCCESS with type 0 for
+    // memory the driver does not know (pageable).
+    CUresult rc = api_.pointerGetAttributes(3, attrs, data, static_cast<CUdeviceptr>(at));
+    if (rc != CUDA_SUCCESS) {
+      if (is_sticky(rc)) raise(rc, "cuPointerGetAttributes");
+      return false;  // a pointer it cannot describe is not one it pinned
+    }
+    if (type != CU_MEMORYTYPE_HOST) return false;
+    const bool range_ok = size != 0 && start <= at && at - start < size;
+    *end = range_ok ? static_cast<uintptr_t>(start + size) : 0;
+    return true;
+  };
+  uintptr_t at = lo;
+  for (int hops = 0; hops < 64; ++hops) {
+    uintptr_t end = 0;
+    if (!pinned_at(at, &end)) return false;
+    if (end == 0 || end <= at) {
+      // No range from the driver: the last byte is the best it can confirm.
+      return at == last || pinned_at(last, &end);
+    }
+    if (end > last) return true;
+    at = end;
+  }
+  uintptr_t end = 0;
+  return pinned_at(last, &end);  // very fragmented: settle for both ends
 }
 
 }  // namespace metrale::backend::cuda_impl

@@ -42,6 +42,8 @@ METRALE_SAME_SIGNATURE(memFreeHost, cuMemFreeHost);
 METRALE_SAME_SIGNATURE(memHostRegister, cuMemHostRegister);
 METRALE_SAME_SIGNATURE(memHostUnregister, cuMemHostUnregister);
 METRALE_SAME_SIGNATURE(memHostGetDevicePointer, cuMemHostGetDevicePointer);
+METRALE_SAME_SIGNATURE(pointerGetAttribute, cuPointerGetAttribute);
+METRALE_SAME_SIGNATURE(pointerGetAttributes, cuPointerGetAttributes);
 METRALE_SAME_SIGNATURE(memcpyHtoDAsync, cuMemcpyHtoDAsync);
 METRALE_SAME_SIGNATURE(memcpyDtoHAsync, cuMemcpyDtoHAsync);
 METRALE_SAME_SIGNATURE(memcpyDtoDAsync, cuMemcpyDtoDAsync);
@@ -151,6 +153,8 @@ LoadResult load() {
   need("cuMemHostRegister_v2", &a.memHostRegister);
   need("cuMemHostUnregister", &a.memHostUnregister);
   need("cuMemHostGetDevicePointer_v2", &a.memHostGetDevicePointer);
+  need("cuPointerGetAttribute", &a.pointerGetAttribute);
+  need("cuPointerGetAttributes", &a.pointerGetAttributes);
   need("cuMemcpyHtoDAsync_v2", &a.memcpyHtoDAsync);
   need("cuMemcpyDtoHAsync_v2", &a.memcpyDtoHAsync);
   need("cuMemcpyDtoDAsync_v2", &a.memcpyDtoDAsync);

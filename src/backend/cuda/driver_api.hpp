@@ -40,6 +40,11 @@ struct DriverApi {
   CUresult(CUDAAPI* memHostRegister)(void* ptr, size_t bytes, unsigned int flags);
   CUresult(CUDAAPI* memHostUnregister)(void* ptr);
   CUresult(CUDAAPI* memHostGetDevicePointer)(CUdeviceptr* dptr, void* ptr, unsigned int flags);
+  // What the driver knows of any pointer, whoever allocated or pinned it.
+  CUresult(CUDAAPI* pointerGetAttribute)(void* data, CUpointer_attribute attribute,
+                                         CUdeviceptr ptr);
+  CUresult(CUDAAPI* pointerGetAttributes)(unsigned int count, CUpointer_attribute* attributes,
+                                          void** data, CUdeviceptr ptr);
 
   // Copies and memsets.
   CUresult(CUDAAPI* memcpyHtoDAsync)(CUdeviceptr dst, const void* src, size_t bytes,

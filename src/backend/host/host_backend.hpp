@@ -7,6 +7,7 @@
 // host_graphs.cpp, host_kernels.cpp, host_device.cpp, host_backend.cpp.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "backend/backend.hpp"
@@ -36,6 +37,7 @@ class HostBackend final : public Backend {
   void host_register(void* ptr, size_t bytes) override;
   void host_unregister(void* ptr) override;
   DevPtr host_device_pointer(void* ptr) override;
+  bool host_range_pinned(const void* ptr, size_t bytes) override;
 
   void copy_h2d_async(DevPtr dst, const void* src, size_t bytes, StreamHandle s) override;
   void copy_h2d_snapshot_async(DevPtr dst, const void* src, size_t bytes,
@@ -87,6 +89,10 @@ class HostBackend final : public Backend {
   std::shared_ptr<HostStream> usable_stream(StreamHandle s);
 
   const size_t physical_memory_;
+  // Test hook METRALE_TEST_HOST_FAIL_FREE=<n>: the n-th mem_free call of
+  // this backend fails with DRIVER and frees nothing (0: never).
+  uint64_t fail_free_at_ = 0;
+  std::atomic<uint64_t> free_calls_{0};
   HandleCounter handles_;
   FaultLatch fault_;
   RegionMap regions_;

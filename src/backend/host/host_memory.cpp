@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/host/host_backend.hpp"
+#include "backend/host/process_pins.hpp"
 
 namespace metrale::backend::host {
 
@@ -45,6 +46,9 @@ DevPtr HostBackend::allocate_owned(size_t bytes, size_t* reserved, RegionKind ki
     std::free(block);
     throw;
   }
+  // Pins on this address (any context's) are stale: its memory was freed
+  // without host_unregister and the allocator handed it out again.
+  ProcessPins::instance().drop_overlapping(base, rounded);
   if (reserved != nullptr) *reserved = rounded;
   return base;
 }
@@ -60,6 +64,11 @@ DevPtr HostBackend::mem_alloc_managed(size_t bytes, size_t* reserved) {
 // Allowed on a lost context: cleanup must work.
 void HostBackend::mem_free(DevPtr ptr) {
   if (ptr == 0) return;
+  if (fail_free_at_ != 0 && free_calls_.fetch_add(1) + 1 == fail_free_at_) {
+    fail(METRALE_ERROR_DRIVER, "host backend: mem_free of " + describe_address(ptr) +
+                                   " failed: injected by METRALE_TEST_HOST_FAIL_FREE=" +
+                                   std::to_string(fail_free_at_) + " (a test hook)");
+  }
   if (!regions_.remove(ptr, {RegionKind::Device, RegionKind::Managed})) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          "host backend: mem_free of " + describe_address(ptr) +
@@ -69,7 +78,9 @@ void HostBackend::mem_free(DevPtr ptr) {
 }
 
 void* HostBackend::host_alloc_pinned(size_t bytes) {
-  return reinterpret_cast<void*>(allocate_owned(bytes, nullptr, RegionKind::Pinned));
+  const DevPtr base = allocate_owned(bytes, nullptr, RegionKind::Pinned);
+  ProcessPins::instance().add(base, bytes, this);
+  return reinterpret_cast<void*>(base);
 }
 
 void HostBackend::host_free_pinned(void* ptr) {
@@ -79,6 +90,7 @@ void HostBackend::host_free_pinned(void* ptr) {
                                       describe_address(reinterpret_cast<uintptr_t>(ptr)) +
                                       " which host_alloc_pinned did not return");
   }
+  ProcessPins::instance().remove(reinterpret_cast<uintptr_t>(ptr), this);
   std::free(ptr);
 }
 
@@ -89,6 +101,7 @@ void HostBackend::host_register(void* ptr, size_t bytes) {
          "host backend: host_register needs a non-NULL pointer and a non-zero size");
   }
   regions_.add_registered(reinterpret_cast<uintptr_t>(ptr), bytes);
+  ProcessPins::instance().add(reinterpret_cast<uintptr_t>(ptr), bytes, this);
 }
 
 void HostBackend::host_unregister(void* ptr) {
@@ -97,18 +110,30 @@ void HostBackend::host_unregister(void* ptr) {
                                       describe_address(reinterpret_cast<uintptr_t>(ptr)) +
                                       " which is not the start of a registered range");
   }
+  ProcessPins::instance().remove(reinterpret_cast<uintptr_t>(ptr), this);
 }
 
 DevPtr HostBackend::host_device_pointer(void* ptr) {
   fault_.throw_if_lost();
   Region region;
   const auto address = reinterpret_cast<uintptr_t>(ptr);
-  if (ptr == nullptr || !regions_.find(address, &region) ||
-      (region.kind != RegionKind::Pinned && region.kind != RegionKind::Registered)) {
+  const bool ours = ptr != nullptr && regions_.find(address, &region) &&
+                    (region.kind == RegionKind::Pinned || region.kind == RegionKind::Registered);
+  // Memory another context pinned is mapped too, as the driver maps
+  // portable pinned memory for every context: the address is the same.
+  if (!ours && (ptr == nullptr || !ProcessPins::instance().covers(address, 1))) {
     fail(METRALE_ERROR_NOT_FOUND, "host backend: " + describe_address(address) +
                                       " is not in pinned or registered host memory");
   }
   return address;
+}
+
+}  // namespace metrale::backend::host
+
+namespace metrale::backend::host {
+
+bool HostBackend::host_range_pinned(const void* ptr, size_t bytes) {
+  return ProcessPins::instance().covers(reinterpret_cast<uintptr_t>(ptr), bytes);
 }
 
 }  // namespace metrale::backend::host

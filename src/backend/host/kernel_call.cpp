@@ -44,7 +44,8 @@ const char* status_name(int status) {
   return nullptr;
 }
 
-size_t words_for(size_t bytes) { return (bytes + 7) / 8; }
+// Rounds up without (bytes + 7) wrapping near SIZE_MAX.
+size_t words_for(size_t bytes) { return bytes / 8 + (bytes % 8 != 0 ? 1 : 0); }
 
 }  // namespace
 

@@ -103,6 +103,11 @@ pub struct metrale_redzone_violation_t {
 
 pub const METRALE_REDZONE_PATTERN: u8 = 0xA5;
 
+/// The largest module file metrale_module_load_file reads (1 GiB).
+pub const METRALE_MODULE_FILE_MAX_BYTES: usize = 1073741824;
+/// The largest packed argument buffer for a kernel of unknown parameter layout.
+pub const METRALE_PACKED_ARGS_MAX_BYTES: usize = 4096;
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct metrale_counters_t {
