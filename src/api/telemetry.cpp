@@ -7,14 +7,14 @@ using metrale::api::require;
 
 METRALE_API metrale_status_t metrale_counters(metrale_context_t* ctx, metrale_counters_t* c) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* context = live(ctx);
     require(c, "c");
     if (c->struct_size != sizeof(metrale_counters_t)) {
       metrale::fail(METRALE_ERROR_INVALID_ARGUMENT,
                     "c->struct_size is " + std::to_string(c->struct_size) + ", expected " +
                         std::to_string(sizeof(metrale_counters_t)));
     }
-    ctx->counters(c);
+    context->counters(c);
   });
 }
 
@@ -30,10 +30,10 @@ METRALE_API metrale_status_t metrale_launch_trace_read(metrale_context_t* ctx,
                                                        metrale_trace_entry_t* out, size_t cap,
                                                        size_t* count) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(count, "count");
     if (cap > 0) require(out, "out");
-    ctx->launch_trace_read(out, cap, count);
+    c->launch_trace_read(out, cap, count);
   });
 }
 
@@ -41,10 +41,10 @@ METRALE_API metrale_status_t metrale_kernel_audit_read(metrale_context_t* ctx,
                                                        metrale_kernel_audit_entry_t* out,
                                                        size_t cap, size_t* count) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(count, "count");
     if (cap > 0) require(out, "out");
-    ctx->kernel_audit_read(out, cap, count);
+    c->kernel_audit_read(out, cap, count);
   });
 }
 
@@ -56,9 +56,9 @@ METRALE_API metrale_status_t metrale_kernel_timings_read(metrale_context_t* ctx,
                                                          metrale_kernel_timing_t* out, size_t cap,
                                                          size_t* count) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(count, "count");
     if (cap > 0) require(out, "out");
-    ctx->kernel_timings_read(out, cap, count);
+    c->kernel_timings_read(out, cap, count);
   });
 }

@@ -73,7 +73,7 @@ void metrale_context::copy_d2h_on_stream(DevPtr src, void* dst, size_t bytes, me
 
 void metrale_context::copy_d2h_async(DevPtr src, void* dst, size_t bytes, metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   if (bytes == 0) return;
   need_host(dst, "dst");
   check_range(src, bytes, "source");
@@ -91,7 +91,7 @@ void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
                                      metrale_stream* s) {
   copy_h2d_async_retained(src, bytes, dst, s);
   if (bytes == 0) return;
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   // The caller may reuse src on return, but a copy from page-locked memory
   // reads it later: wait for the stream.
   if (host_is_pinned(src, bytes)) {
@@ -108,7 +108,7 @@ void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
 void metrale_context::copy_h2d_async_retained(const void* src, size_t bytes, DevPtr dst,
                                               metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   if (bytes == 0) return;
   need_host(src, "src");
   check_range(dst, bytes, "destination");
@@ -119,7 +119,7 @@ void metrale_context::copy_h2d_async_retained(const void* src, size_t bytes, Dev
 
 void metrale_context::copy_d2d_async(DevPtr src, DevPtr dst, size_t bytes, metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   if (bytes == 0) return;
   check_range(src, bytes, "source");
   check_range(dst, bytes, "destination");
@@ -137,7 +137,7 @@ void metrale_context::copy_d2d_async(DevPtr src, DevPtr dst, size_t bytes, metra
 void metrale_context::copy_2d_async(DevPtr src, size_t src_pitch, DevPtr dst, size_t dst_pitch,
                                     size_t width, size_t height, metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   if (src_pitch < width) {
     fail(METRALE_ERROR_INVALID_ARGUMENT, "src_pitch (" + std::to_string(src_pitch) +
                                              ") is smaller than width_bytes (" +
@@ -175,7 +175,7 @@ void metrale_context::memset(DevPtr dst, uint8_t value, size_t bytes) {
 
 void metrale_context::memset_async(DevPtr dst, uint8_t value, size_t bytes, metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   if (bytes == 0) return;
   check_range(dst, bytes, "destination");
   trace_copy(METRALE_TRACE_MEMSET, dst, value, bytes);

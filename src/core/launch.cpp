@@ -46,7 +46,7 @@ void metrale_context::launch_packed(metrale_kernel* k, metrale_dim3_t grid, metr
   launch_common(k, grid, block, shared, s, nullptr, args, args_bytes, true);
 }
 
-void metrale_context::trace_launch(const metrale_kernel* k, metrale_dim3_t grid,
+void metrale_context::trace_launch(const metrale::core::KernelObj* k, metrale_dim3_t grid,
                                    metrale_dim3_t block, uint32_t shared, void** params,
                                    const void* args, size_t args_bytes, bool packed) {
   metrale_trace_entry_t t{};
@@ -90,8 +90,8 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
                                     uint32_t shared, metrale_stream* s, void** params,
                                     const void* args, size_t args_bytes, bool packed) {
   fault_.check();
-  metrale_kernel* kern = kernel_of(k);
-  metrale_stream* st = stream_of(s);
+  auto* kern = kernel_of(k);
+  auto* st = stream_of(s);
   check_dims(grid, block);
   if (packed) {
     if (args == nullptr && args_bytes > 0) {
