@@ -11,6 +11,7 @@
 
 static const metrale_dim3_t ONE = {1, 1, 1};
 #define HAMMER 10000
+#define WINDOW 128
 
 static int cmp_ptr(const void* a, const void* b) {
   uintptr_t x = *(const uintptr_t*)a, y = *(const uintptr_t*)b;
@@ -42,19 +43,26 @@ static void stale_stream_never_comes_back(void** state) {
   metrale_stream_t* old = NULL;
   MT_OK(metrale_stream_create(ctx, &old));
   MT_OK(metrale_stream_destroy(ctx, old));
+  /* WINDOW streams stay alive at any time, so that old's slot is soon in
+   * use by a newer stream while old is tried again. */
   uintptr_t* seen = calloc(HAMMER, sizeof *seen);
+  metrale_stream_t* window[WINDOW] = {NULL};
   for (int i = 0; i < HAMMER; ++i) {
-    metrale_stream_t* s = NULL;
-    MT_OK(metrale_stream_create(ctx, &s));
-    seen[i] = (uintptr_t)s;
-    MT_OK(metrale_stream_destroy(ctx, s));
-    if (i % 1000 == 0) MT_STATUS(metrale_stream_synchronize(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
+    metrale_stream_t** slot = &window[i % WINDOW];
+    if (*slot != NULL) MT_OK(metrale_stream_destroy(ctx, *slot));
+    MT_OK(metrale_stream_create(ctx, slot));
+    seen[i] = (uintptr_t)*slot;
+    MT_STATUS(metrale_stream_synchronize(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
   }
   assert_unique(seen, HAMMER, (uintptr_t)old);
   MT_STATUS(metrale_stream_synchronize(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
   MT_MESSAGE_HAS("not a live handle");
   MT_STATUS(metrale_stream_destroy(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
   assert_int_equal(metrale_stream_is_capturing(ctx, old), 1);
+  for (int i = 0; i < WINDOW; ++i) {
+    MT_OK(metrale_stream_synchronize(ctx, window[i]));
+    MT_OK(metrale_stream_destroy(ctx, window[i]));
+  }
   free(seen);
   mt_close(ctx);
 }
@@ -67,19 +75,21 @@ static void stale_event_never_comes_back(void** state) {
   MT_OK(metrale_event_record(ctx, old, NULL));
   MT_OK(metrale_event_destroy(ctx, old));
   uintptr_t* seen = calloc(HAMMER, sizeof *seen);
+  metrale_event_t* window[WINDOW] = {NULL};
+  int done = 0;
   for (int i = 0; i < HAMMER; ++i) {
-    metrale_event_t* e = NULL;
-    MT_OK(metrale_event_create(ctx, (unsigned)(i & 1), &e));
-    seen[i] = (uintptr_t)e;
-    MT_OK(metrale_event_destroy(ctx, e));
+    metrale_event_t** slot = &window[i % WINDOW];
+    if (*slot != NULL) MT_OK(metrale_event_destroy(ctx, *slot));
+    MT_OK(metrale_event_create(ctx, (unsigned)(i & 1), slot));
+    seen[i] = (uintptr_t)*slot;
+    MT_STATUS(metrale_event_query(ctx, old, &done), METRALE_ERROR_INVALID_ARGUMENT);
   }
   assert_unique(seen, HAMMER, (uintptr_t)old);
-  int done = 0;
-  MT_STATUS(metrale_event_query(ctx, old, &done), METRALE_ERROR_INVALID_ARGUMENT);
   MT_STATUS(metrale_event_record(ctx, old, NULL), METRALE_ERROR_INVALID_ARGUMENT);
   MT_STATUS(metrale_event_synchronize(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
   MT_STATUS(metrale_stream_wait_event(ctx, NULL, old), METRALE_ERROR_INVALID_ARGUMENT);
   MT_STATUS(metrale_event_destroy(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
+  for (int i = 0; i < WINDOW; ++i) MT_OK(metrale_event_destroy(ctx, window[i]));
   free(seen);
   mt_close(ctx);
 }
@@ -96,14 +106,21 @@ static void stale_graph_never_comes_back(void** state) {
   /* Graphs cost the driver more than streams: fewer on cuda. */
   int n = mt_backend() == METRALE_BACKEND_HOST ? HAMMER : 1000;
   uintptr_t* seen = calloc((size_t)n, sizeof *seen);
+  metrale_graph_t* window[WINDOW] = {NULL};
   for (int i = 0; i < n; ++i) {
-    metrale_graph_t* g = make_graph(ctx, s, p);
-    seen[i] = (uintptr_t)g;
-    MT_OK(metrale_graph_destroy(ctx, g));
+    metrale_graph_t** slot = &window[i % WINDOW];
+    if (*slot != NULL) MT_OK(metrale_graph_destroy(ctx, *slot));
+    *slot = make_graph(ctx, s, p);
+    seen[i] = (uintptr_t)*slot;
+    MT_STATUS(metrale_graph_destroy(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
   }
   assert_unique(seen, (size_t)n, (uintptr_t)old);
   MT_STATUS(metrale_graph_launch(ctx, old, s), METRALE_ERROR_INVALID_ARGUMENT);
-  MT_STATUS(metrale_graph_destroy(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
+  for (int i = 0; i < WINDOW; ++i) {
+    MT_OK(metrale_graph_launch(ctx, window[i], s));
+    MT_OK(metrale_graph_destroy(ctx, window[i]));
+  }
+  MT_OK(metrale_stream_synchronize(ctx, s));
   free(seen);
   MT_OK(metrale_free(ctx, p));
   MT_OK(metrale_stream_destroy(ctx, s));
@@ -138,39 +155,54 @@ static void stale_kernel_never_comes_back(void** state) {
 
 /* --- a second destroy never reaches a live object ---------------------------- */
 
-static void double_destroy_leaves_the_new_one_alone(void** state) {
+/* A destroyed along with many others, then many new ones (some take the
+ * dead slots, A's among them), then A destroyed again: refused, and every
+ * new one still works. */
+static void double_destroy_leaves_the_new_ones_alone(void** state) {
   (void)state;
   metrale_context_t* ctx = mt_open(NULL);
   metrale_devptr_t p = 0;
   MT_OK(metrale_alloc(ctx, 64, &p));
-  /* Many rounds, so that a slot freed by the first destroy is reused. */
-  for (int round = 0; round < 300; ++round) {
-    metrale_stream_t *sa = NULL, *sb = NULL;
-    MT_OK(metrale_stream_create(ctx, &sa));
-    MT_OK(metrale_stream_destroy(ctx, sa));
-    MT_OK(metrale_stream_create(ctx, &sb));
-    MT_STATUS(metrale_stream_destroy(ctx, sa), METRALE_ERROR_INVALID_ARGUMENT);
-    MT_OK(metrale_memset_async(ctx, p, 1, 64, sb));
-    MT_OK(metrale_stream_synchronize(ctx, sb));
-
-    metrale_event_t *ea = NULL, *eb = NULL;
-    MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &ea));
-    MT_OK(metrale_event_destroy(ctx, ea));
-    MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &eb));
-    MT_STATUS(metrale_event_destroy(ctx, ea), METRALE_ERROR_INVALID_ARGUMENT);
-    MT_OK(metrale_event_record(ctx, eb, sb));
-    MT_OK(metrale_event_synchronize(ctx, eb));
-
-    metrale_graph_t* ga = make_graph(ctx, sb, p);
-    MT_OK(metrale_graph_destroy(ctx, ga));
-    metrale_graph_t* gb = make_graph(ctx, sb, p);
-    MT_STATUS(metrale_graph_destroy(ctx, ga), METRALE_ERROR_INVALID_ARGUMENT);
-    MT_OK(metrale_graph_launch(ctx, gb, sb));
-    MT_OK(metrale_stream_synchronize(ctx, sb));
-
-    MT_OK(metrale_graph_destroy(ctx, gb));
-    MT_OK(metrale_event_destroy(ctx, eb));
-    MT_OK(metrale_stream_destroy(ctx, sb));
+  enum { N = 200 };
+  metrale_stream_t* sa = NULL;
+  metrale_event_t* ea = NULL;
+  MT_OK(metrale_stream_create(ctx, &sa));
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &ea));
+  metrale_graph_t* ga = make_graph(ctx, NULL, p);
+  metrale_stream_t* sx[N];
+  metrale_event_t* ex[N];
+  metrale_graph_t* gx[N];
+  for (int i = 0; i < N; ++i) {
+    MT_OK(metrale_stream_create(ctx, &sx[i]));
+    MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &ex[i]));
+    gx[i] = make_graph(ctx, NULL, p);
+  }
+  MT_OK(metrale_stream_destroy(ctx, sa));
+  MT_OK(metrale_event_destroy(ctx, ea));
+  MT_OK(metrale_graph_destroy(ctx, ga));
+  for (int i = 0; i < N; ++i) {
+    MT_OK(metrale_graph_destroy(ctx, gx[i]));
+    MT_OK(metrale_event_destroy(ctx, ex[i]));
+    MT_OK(metrale_stream_destroy(ctx, sx[i]));
+  }
+  metrale_stream_t* sb[N];
+  metrale_event_t* eb[N];
+  metrale_graph_t* gb[N];
+  for (int i = 0; i < N; ++i) {
+    MT_OK(metrale_stream_create(ctx, &sb[i]));
+    MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &eb[i]));
+    gb[i] = make_graph(ctx, NULL, p);
+  }
+  MT_STATUS(metrale_stream_destroy(ctx, sa), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_event_destroy(ctx, ea), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_graph_destroy(ctx, ga), METRALE_ERROR_INVALID_ARGUMENT);
+  for (int i = 0; i < N; ++i) {
+    MT_OK(metrale_graph_launch(ctx, gb[i], sb[i]));
+    MT_OK(metrale_event_record(ctx, eb[i], sb[i]));
+    MT_OK(metrale_event_synchronize(ctx, eb[i]));
+    MT_OK(metrale_graph_destroy(ctx, gb[i]));
+    MT_OK(metrale_event_destroy(ctx, eb[i]));
+    MT_OK(metrale_stream_destroy(ctx, sb[i]));
   }
   /* The default stream is the context's: refused every time, still usable. */
   metrale_stream_t* d = metrale_default_stream(ctx);
@@ -469,7 +501,10 @@ static void fork_child_cannot_use_parent_contexts(void** state) {
   fflush(stderr);
   pid_t pid = fork();
   assert_true(pid >= 0);
-  if (pid == 0) _exit(child_checks(ctx, s, p));
+  if (pid == 0) {
+    alarm(30); /* a call that waits on the parent's threads would hang: die instead */
+    _exit(child_checks(ctx, s, p));
+  }
   int status = 0;
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFEXITED(status));
@@ -489,7 +524,7 @@ int main(void) {
       cmocka_unit_test(stale_event_never_comes_back),
       cmocka_unit_test(stale_graph_never_comes_back),
       cmocka_unit_test(stale_kernel_never_comes_back),
-      cmocka_unit_test(double_destroy_leaves_the_new_one_alone),
+      cmocka_unit_test(double_destroy_leaves_the_new_ones_alone),
       cmocka_unit_test(destroyed_context_stays_dead),
       cmocka_unit_test(foreign_handles_are_refused),
       cmocka_unit_test(handles_of_a_destroyed_context),

@@ -85,8 +85,12 @@ class SlotTable {
       SlotTable* t;
       uint32_t index;
       ~Recycle() {
-        std::lock_guard<std::mutex> lock(t->mutex_);
-        t->free_.push_back(index);
+        try {
+          std::lock_guard<std::mutex> lock(t->mutex_);
+          t->free_.push_back(index);
+        } catch (...) {
+          // No memory for the free list: the slot stays dead, unused.
+        }
       }
     } recycle{this, handle_id::slot_of(v)};
     last(s->obj);
