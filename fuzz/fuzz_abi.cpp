@@ -3,7 +3,8 @@
 // against the model (fuzz_model.hpp), the ledger compared after every call,
 // and a teardown that either frees everything (ledger must reach zero) or
 // destroys the context with everything still live (LeakSanitizer checks that
-// the library let go of it all).
+// the library let go of it all). The previous input's context and handles,
+// all destroyed, must be refused by the next input's contexts (rule 2).
 #include <cstdlib>
 
 #include "fuzz_state.hpp"
@@ -11,6 +12,44 @@
 namespace {
 
 void quiet(metrale_log_level_t, const char*, void*) {}
+
+// The previous input's context and some of its handles; dead by now.
+struct Dead {
+  metrale_context_t* ctx = nullptr;
+  metrale_stream_t* stream = nullptr;
+  metrale_event_t* event = nullptr;
+  metrale_graph_t* graph = nullptr;
+  metrale_kernel_t* kernel = nullptr;
+} g_dead;
+
+void remember(const fuzz::State& st) {
+  g_dead.ctx = st.ctx;
+  g_dead.stream = !st.streams.empty() ? st.streams[0] : metrale_default_stream(st.ctx);
+  g_dead.event = !st.events.empty() ? st.events[0].e : nullptr;
+  g_dead.graph = !st.graphs.empty() ? st.graphs[0] : nullptr;
+  g_dead.kernel = st.touch;
+}
+
+void check_dead(fuzz::State& st) {
+  using namespace fuzz;
+  if (g_dead.ctx == nullptr) return;
+  size_t n = 0;
+  expect(metrale_live_count(g_dead.ctx, &n), want_status(METRALE_ERROR_INVALID_ARGUMENT),
+         "dead context");
+  expect(metrale_context_destroy(g_dead.ctx), want_status(METRALE_ERROR_INVALID_ARGUMENT),
+         "dead context destroy");
+  expect(metrale_stream_synchronize(st.ctx, g_dead.stream),
+         want_status(METRALE_ERROR_INVALID_ARGUMENT), "dead context's stream");
+  if (g_dead.event != nullptr)
+    expect(metrale_event_destroy(st.ctx, g_dead.event), want_status(METRALE_ERROR_INVALID_ARGUMENT),
+           "dead context's event");
+  if (g_dead.graph != nullptr)
+    expect(metrale_graph_destroy(st.other, g_dead.graph),
+           want_status(METRALE_ERROR_INVALID_ARGUMENT), "dead context's graph");
+  if (g_dead.kernel != nullptr)
+    expect(metrale_launch(st.ctx, g_dead.kernel, {1, 1, 1}, {1, 1, 1}, 0, nullptr, nullptr),
+           want_status(METRALE_ERROR_INVALID_ARGUMENT), "dead context's kernel");
+}
 
 void teardown(fuzz::State& st) {
   using namespace fuzz;
@@ -69,6 +108,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expect(metrale_context_create(&opts, &st.ctx), want_ok(), "context_create");
   expect(metrale_context_create(&opts, &st.other), want_ok(), "context_create other");
   setup_kernels(st);
+  check_dead(st);
 
   for (int i = 0; i < 512 && !in.empty(); ++i) {
     unsigned op = static_cast<unsigned>(in.pick(kMemoryOps + kCopyOps + kWorkOps + kKernelOps + kQueryOps));
@@ -81,6 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   if ((flags >> 7) & 1) teardown(st);
+  remember(st);
   expect(metrale_context_destroy(st.ctx), want_ok(), "context_destroy");
   expect(metrale_context_destroy(st.other), want_ok(), "context_destroy other");
   return 0;

@@ -15,9 +15,11 @@
  *   message as it was.
  * - Handles belong to the context that made them and are valid until they
  *   are destroyed or the context is; destroy functions accept NULL. A
- *   destroyed context or handle, or a handle of another context, is
- *   METRALE_ERROR_INVALID_ARGUMENT (never a crash: handle memory is kept
- *   until its context is destroyed).
+ *   handle is an opaque value, not an address: never dereference it. A
+ *   destroyed context or handle, a handle of another context or kind, or
+ *   any value this library did not return is METRALE_ERROR_INVALID_ARGUMENT
+ *   forever (never a crash, never an action on another object): a handle
+ *   value is never issued twice in a process (rule 2).
  * - A NULL stream argument means the context's default stream
  *   (metrale_default_stream()).
  * - Thread safety: every function that takes a context may be called from
@@ -67,7 +69,36 @@
  *    kernel that returns an error (host backend) has run.
  *
  * 2. Handle lifetime.
- *    (rule 2: filled in by the handle work)
+ *    Every handle (context, stream, event, graph, kernel) is a value made
+ *    of a slot and a serial from one process-wide counter shared by all
+ *    kinds and contexts: no value is ever issued twice in a process, and
+ *    handle values lie above 2^48, outside every user-space address (Go
+ *    and Rust may keep them in pointer fields). A lookup reads only the
+ *    process's context table and the named context's own handle tables,
+ *    never freed memory. So, forever and whatever was created since:
+ *    - a destroyed handle, a handle of another (live or destroyed) context,
+ *      a handle of another kind, or a value the library never returned is
+ *      METRALE_ERROR_INVALID_ARGUMENT in every function that takes it;
+ *    - destroying a handle twice is INVALID_ARGUMENT the second time and
+ *      leaves every other handle, including a newer one of the same kind,
+ *      untouched; the default stream cannot be destroyed (INVALID_ARGUMENT);
+ *    - a destroyed context's value is INVALID_ARGUMENT in every function
+ *      (metrale_context_backend answers METRALE_BACKEND_AUTO,
+ *      metrale_default_stream NULL, metrale_has_module 0);
+ *    - a kernel of an unloaded module is METRALE_ERROR_NOT_FOUND (message:
+ *      "belongs to a module that was unloaded") until its context is
+ *      destroyed; a new lookup after a reload returns a new value.
+ *    Threads: calls on different handles run in parallel. A call made while
+ *    another thread destroys the same stream, event or graph is a race in
+ *    the caller: it either acts on the handle as it was before the destroy
+ *    or returns INVALID_ARGUMENT (the object's memory is kept until its
+ *    context is destroyed, and a destroyed slot is reused only after 64
+ *    others died after it); on the cuda backend, work the driver accepted
+ *    for a stream it then destroys is the driver's business. Destroying a
+ *    context while another thread uses it is not allowed; a call made after
+ *    metrale_context_destroy returned is INVALID_ARGUMENT. Limits: 2^20
+ *    live handles per kind per context and 2^20 live contexts; 2^41 handles
+ *    per process in all (then creation answers OUT_OF_MEMORY).
  *
  * 3. Graph capture and caller memory.
  *    A graph never keeps a pointer into caller memory that the API told the
@@ -197,7 +228,17 @@
  *    returned by any later call, so one call that waits for nothing tells.
  *
  * 8. fork().
- *    (rule 8: filled in by the handle work)
+ *    The driver's state does not survive fork(). In the child, every
+ *    context created before the fork is dead for good: every call with it
+ *    (and so with its streams, events, graphs and kernels) returns
+ *    METRALE_ERROR_INVALID_ARGUMENT with a message saying it was created
+ *    before fork(), metrale_context_destroy included; its memory and device
+ *    resources are left alone (the child cannot release the parent's). The
+ *    child may create new contexts: host contexts work; a cuda context in a
+ *    child of a process that had initialized CUDA gets whatever the driver
+ *    answers (CUDA does not support that; use the host backend, or exec).
+ *    The parent's contexts are unaffected. Call fork() while no other
+ *    thread is inside this library.
  */
 #ifndef METRALE_GPU_H
 #define METRALE_GPU_H
@@ -436,12 +477,18 @@ metrale_status_t metrale_context_create(const metrale_context_options_t* opts,
 
 /** Frees every allocation still on the ledger (a warning names their sites),
  *  every stream, event, graph and module the context made, and the context.
- *  NULL is OK. Succeeds on a lost context. Not to be called while other
- *  threads use ctx. INVALID_ARGUMENT, nothing freed, from inside the log
- *  callback and from a host kernel running on a stream of ctx (rule 5). */
+ *  NULL is OK. Succeeds on a lost context. INVALID_ARGUMENT when ctx is not
+ *  a live context: destroyed already (a second destroy frees nothing, even
+ *  when a new context was created since), created before fork() (rule 8),
+ *  or not a context. Of two threads destroying the same ctx at once, one
+ *  succeeds and the other gets INVALID_ARGUMENT. Not to be called while
+ *  other threads use ctx; every handle of ctx is dead afterwards (rule 2).
+ *  INVALID_ARGUMENT, nothing freed, from inside the log callback and from a
+ *  host kernel running on a stream of ctx (rule 5). */
 metrale_status_t metrale_context_destroy(metrale_context_t* ctx);
 
-/** The backend the context runs on; METRALE_BACKEND_AUTO when ctx is NULL. */
+/** The backend the context runs on; METRALE_BACKEND_AUTO when ctx is NULL or
+ *  not a live context (destroyed, from before fork(), not a context). */
 metrale_backend_t metrale_context_backend(const metrale_context_t* ctx);
 
 /** Makes ctx's device context current on the calling thread. Every other
@@ -669,8 +716,10 @@ metrale_status_t metrale_module_load_data(metrale_context_t* ctx, const char* na
  *  a FIFO is never waited on and nothing is read before these checks. */
 metrale_status_t metrale_module_load_file(metrale_context_t* ctx, const char* name,
                                           const char* path);
-/** Unloads a module; its kernel handles stay allocated but launching them is
- *  NOT_FOUND. NOT_FOUND when no module has that name. */
+/** Unloads a module; its kernel handles stay known to the context, but
+ *  launching them is NOT_FOUND for good, even after a module of the same
+ *  name is loaded again (look the kernel up again). NOT_FOUND when no
+ *  module has that name. */
 metrale_status_t metrale_module_unload(metrale_context_t* ctx, const char* name);
 /** 1 when a module (loaded or host-registered) has that name, else 0 (also
  *  for bad arguments, which set the message). */
@@ -762,7 +811,10 @@ metrale_status_t metrale_launch_packed(metrale_context_t* ctx, metrale_kernel_t*
 /** A new non-blocking stream, owned by the caller until stream_destroy. */
 metrale_status_t metrale_stream_create(metrale_context_t* ctx, metrale_stream_t** out);
 /** Destroys a stream (NULL is OK). INVALID_ARGUMENT for the default stream,
- *  and from a host kernel running on that stream (rule 5). */
+ *  for a stream destroyed already (a second destroy touches nothing else)
+ *  and for one of another context. Of two threads destroying the same
+ *  stream, one succeeds. INVALID_ARGUMENT from a host kernel running on that
+ *  stream (rule 5). */
 metrale_status_t metrale_stream_destroy(metrale_context_t* ctx, metrale_stream_t* stream);
 /** Waits for all work on the stream. CAPTURE while it is capturing (refused
  *  before the driver sees it, so the capture stays valid). Waiting for
@@ -771,8 +823,8 @@ metrale_status_t metrale_stream_destroy(metrale_context_t* ctx, metrale_stream_t
  *  when waiting would deadlock with a host kernel on another thread that
  *  waits for this kernel's stream (rule 5). */
 metrale_status_t metrale_stream_synchronize(metrale_context_t* ctx, metrale_stream_t* stream);
-/** The context's own non-blocking stream; NULL when ctx is NULL. Owned by
- *  the context. */
+/** The context's own non-blocking stream; NULL when ctx is NULL or not a
+ *  live context. Owned by the context. */
 metrale_stream_t* metrale_default_stream(metrale_context_t* ctx);
 /** 1 when the stream is capturing, else 0. A failed query (bad ctx, driver
  *  error) counts as capturing and returns 1. */
@@ -792,7 +844,8 @@ metrale_status_t metrale_event_record(metrale_context_t* ctx, metrale_event_t* e
 metrale_status_t metrale_event_synchronize(metrale_context_t* ctx, metrale_event_t* event);
 /** *done = 1 when all work before the record has completed, else 0. */
 metrale_status_t metrale_event_query(metrale_context_t* ctx, metrale_event_t* event, int* done);
-/** Destroys the event (NULL is OK); the handle is invalid afterwards. */
+/** Destroys the event (NULL is OK); the handle is INVALID_ARGUMENT
+ *  afterwards, a second destroy included (it touches no other event). */
 metrale_status_t metrale_event_destroy(metrale_context_t* ctx, metrale_event_t* event);
 /** Makes `stream` wait for the work recorded in `event`. */
 metrale_status_t metrale_stream_wait_event(metrale_context_t* ctx, metrale_stream_t* stream,
@@ -821,7 +874,8 @@ metrale_status_t metrale_graph_abort_capture(metrale_context_t* ctx, metrale_str
  *  take a graph launch; rule 3). */
 metrale_status_t metrale_graph_launch(metrale_context_t* ctx, metrale_graph_t* graph,
                                       metrale_stream_t* stream);
-/** NULL is OK. */
+/** NULL is OK. INVALID_ARGUMENT for a graph destroyed already (a second
+ *  destroy touches no other graph) or of another context. */
 metrale_status_t metrale_graph_destroy(metrale_context_t* ctx, metrale_graph_t* graph);
 
 /* ------------------------------------------------------------------ */

@@ -2,6 +2,7 @@
 #include "api/guard.hpp"
 #include "core/options.hpp"
 
+using metrale::api::claim;
 using metrale::api::guarded;
 using metrale::api::live;
 using metrale::api::require;
@@ -24,14 +25,14 @@ METRALE_API metrale_status_t metrale_context_create(const metrale_context_option
 METRALE_API metrale_status_t metrale_context_destroy(metrale_context_t* ctx) {
   return guarded([&] {
     if (ctx == nullptr) return;
-    live(ctx)->refuse_destroy_from_inside();
-    ctx->destroy();
+    metrale::api::live(ctx)->refuse_destroy_from_inside();
+    claim(ctx)->destroy();
   });
 }
 
 METRALE_API metrale_backend_t metrale_context_backend(const metrale_context_t* ctx) {
-  if (ctx == nullptr || !metrale::core::is_live_context(ctx)) return METRALE_BACKEND_AUTO;
-  return ctx->backend_kind();
+  const metrale_context* c = metrale::core::find_context(metrale::core::handle_id::value_of(ctx));
+  return c != nullptr ? c->backend_kind() : METRALE_BACKEND_AUTO;
 }
 
 METRALE_API metrale_status_t metrale_context_bind_thread(metrale_context_t* ctx) {

@@ -8,32 +8,32 @@ using metrale::api::require;
 METRALE_API metrale_status_t metrale_device_info(metrale_context_t* ctx,
                                                  metrale_device_info_t* info) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(info, "info");
-    ctx->device_info(info);
+    c->device_info(info);
   });
 }
 
 METRALE_API metrale_status_t metrale_total_memory(metrale_context_t* ctx, size_t* bytes) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(bytes, "bytes");
-    *bytes = ctx->total_memory();
+    *bytes = c->total_memory();
   });
 }
 
 METRALE_API metrale_status_t metrale_free_memory(metrale_context_t* ctx, size_t* bytes) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(bytes, "bytes");
-    *bytes = ctx->free_memory();
+    *bytes = c->free_memory();
   });
 }
 
 METRALE_API metrale_status_t metrale_device_free_memory(metrale_context_t* ctx, size_t* bytes) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(bytes, "bytes");
-    *bytes = ctx->device_free_memory();
+    *bytes = c->device_free_memory();
   });
 }

@@ -8,9 +8,9 @@ using metrale::api::require;
 METRALE_API metrale_status_t metrale_event_create(metrale_context_t* ctx, unsigned flags,
                                                   metrale_event_t** out) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(out, "out");
-    *out = ctx->event_create(flags);
+    *out = c->event_create(flags);
   });
 }
 
@@ -27,9 +27,9 @@ METRALE_API metrale_status_t metrale_event_synchronize(metrale_context_t* ctx,
 METRALE_API metrale_status_t metrale_event_query(metrale_context_t* ctx, metrale_event_t* event,
                                                  int* done) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(done, "done");
-    *done = ctx->event_query(event) ? 1 : 0;
+    *done = c->event_query(event) ? 1 : 0;
   });
 }
 
@@ -48,8 +48,8 @@ METRALE_API metrale_status_t metrale_event_elapsed_ms(metrale_context_t* ctx,
                                                       metrale_event_t* start,
                                                       metrale_event_t* end, float* ms) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(ms, "ms");
-    *ms = ctx->event_elapsed_ms(start, end);
+    *ms = c->event_elapsed_ms(start, end);
   });
 }

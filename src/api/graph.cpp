@@ -14,9 +14,9 @@ METRALE_API metrale_status_t metrale_graph_end_capture(metrale_context_t* ctx,
                                                        metrale_stream_t* stream,
                                                        metrale_graph_t** graph) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(graph, "graph");
-    *graph = ctx->graph_end_capture(stream);
+    *graph = c->graph_end_capture(stream);
   });
 }
 

@@ -20,13 +20,27 @@ inline void require(const void* p, const char* name) {
   if (p == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL");
 }
 
-// NULL or a pointer that is not a live context is INVALID_ARGUMENT.
-inline metrale_context* live(metrale_context* ctx) {
+[[noreturn, gnu::cold, gnu::noinline]] inline void refuse_context(const metrale_context_t* ctx) {
   if (ctx == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, "ctx is NULL");
-  if (!core::is_live_context(ctx)) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, "ctx is not a live context");
-  }
-  return ctx;
+  fail(METRALE_ERROR_INVALID_ARGUMENT, core::not_a_live_context(core::handle_id::value_of(ctx)));
+}
+
+// The context object behind a caller's ctx value. The value is a handle,
+// not an address: use what this returns, never the caller's pointer. NULL,
+// a destroyed context (whatever was created since), a context of the parent
+// process after fork() or any other value is INVALID_ARGUMENT.
+inline metrale_context* live(const metrale_context_t* ctx) {
+  metrale_context* c = core::find_context(core::handle_id::value_of(ctx));
+  if (c == nullptr) refuse_context(ctx);
+  return c;
+}
+
+// metrale_context_destroy: takes ctx out of the registry (of two racing
+// destroys, one gets it); then no call finds it any more.
+inline metrale_context* claim(metrale_context_t* ctx) {
+  metrale_context* c = core::take_context(core::handle_id::value_of(ctx));
+  if (c == nullptr) refuse_context(ctx);
+  return c;
 }
 
 inline void require_nonzero(size_t n, const char* name) {

@@ -9,10 +9,10 @@ using metrale::api::require_nonzero;
 METRALE_API metrale_status_t metrale_alloc_at(metrale_context_t* ctx, size_t bytes,
                                               const char* file, int line, metrale_devptr_t* out) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(out, "out");
     require_nonzero(bytes, "bytes");
-    *out = ctx->alloc(bytes, file, line, METRALE_ALLOC_DEVICE);
+    *out = c->alloc(bytes, file, line, METRALE_ALLOC_DEVICE);
   });
 }
 
@@ -20,10 +20,10 @@ METRALE_API metrale_status_t metrale_alloc_managed_at(metrale_context_t* ctx, si
                                                       const char* file, int line,
                                                       metrale_devptr_t* out) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(out, "out");
     require_nonzero(bytes, "bytes");
-    *out = ctx->alloc(bytes, file, line, METRALE_ALLOC_MANAGED);
+    *out = c->alloc(bytes, file, line, METRALE_ALLOC_MANAGED);
   });
 }
 
@@ -34,10 +34,10 @@ METRALE_API metrale_status_t metrale_free(metrale_context_t* ctx, metrale_devptr
 METRALE_API metrale_status_t metrale_alloc_arena(metrale_context_t* ctx, size_t bytes,
                                                  metrale_devptr_t* out) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(out, "out");
     require_nonzero(bytes, "bytes");
-    *out = ctx->alloc_arena(bytes);
+    *out = c->alloc_arena(bytes);
   });
 }
 
@@ -48,10 +48,10 @@ METRALE_API metrale_status_t metrale_free_arena(metrale_context_t* ctx, metrale_
 METRALE_API metrale_status_t metrale_host_alloc_pinned(metrale_context_t* ctx, size_t bytes,
                                                        void** out) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(out, "out");
     require_nonzero(bytes, "bytes");
-    *out = ctx->host_alloc_pinned(bytes);
+    *out = c->host_alloc_pinned(bytes);
   });
 }
 
@@ -62,37 +62,37 @@ METRALE_API metrale_status_t metrale_host_free_pinned(metrale_context_t* ctx, vo
 METRALE_API metrale_status_t metrale_host_register(metrale_context_t* ctx, void* hptr,
                                                    size_t bytes) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(hptr, "hptr");
     require_nonzero(bytes, "bytes");
-    ctx->host_register(hptr, bytes);
+    c->host_register(hptr, bytes);
   });
 }
 
 METRALE_API metrale_status_t metrale_host_unregister(metrale_context_t* ctx, void* hptr) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(hptr, "hptr");
-    ctx->host_unregister(hptr);
+    c->host_unregister(hptr);
   });
 }
 
 METRALE_API metrale_status_t metrale_host_is_pinned(metrale_context_t* ctx, const void* hptr,
                                                     size_t bytes, int* yes) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(yes, "yes");
     require_nonzero(bytes, "bytes");
-    *yes = hptr != nullptr && ctx->host_is_pinned(hptr, bytes) ? 1 : 0;
+    *yes = hptr != nullptr && c->host_is_pinned(hptr, bytes) ? 1 : 0;
   });
 }
 
 METRALE_API metrale_status_t metrale_host_device_pointer(metrale_context_t* ctx, void* hptr,
                                                          metrale_devptr_t* out) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(hptr, "hptr");
     require(out, "out");
-    *out = ctx->host_device_pointer(hptr);
+    *out = c->host_device_pointer(hptr);
   });
 }

@@ -9,38 +9,38 @@ using metrale::api::require_nonzero;
 METRALE_API metrale_status_t metrale_module_load_data(metrale_context_t* ctx, const char* name,
                                                       const void* image, size_t size) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(name, "name");
     require(image, "image");
     require_nonzero(size, "size");
-    ctx->module_load_data(name, image, size);
+    c->module_load_data(name, image, size);
   });
 }
 
 METRALE_API metrale_status_t metrale_module_load_file(metrale_context_t* ctx, const char* name,
                                                       const char* path) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(name, "name");
     require(path, "path");
-    ctx->module_load_file(name, path);
+    c->module_load_file(name, path);
   });
 }
 
 METRALE_API metrale_status_t metrale_module_unload(metrale_context_t* ctx, const char* name) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(name, "name");
-    ctx->module_unload(name);
+    c->module_unload(name);
   });
 }
 
 METRALE_API int metrale_has_module(metrale_context_t* ctx, const char* name) {
   int found = 0;
   guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(name, "name");
-    found = ctx->has_module(name) ? 1 : 0;
+    found = c->has_module(name) ? 1 : 0;
   });
   return found;
 }
@@ -49,11 +49,11 @@ METRALE_API metrale_status_t metrale_kernel_get_at(metrale_context_t* ctx, const
                                                    const char* func, const char* file, int line,
                                                    metrale_kernel_t** kernel) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(module, "module");
     require(func, "func");
     require(kernel, "kernel");
-    *kernel = ctx->kernel_get(module, func, file, line);
+    *kernel = c->kernel_get(module, func, file, line);
   });
 }
 
@@ -61,11 +61,11 @@ METRALE_API metrale_status_t metrale_module_register_host(metrale_context_t* ctx
                                                           const char* module, const char* func,
                                                           metrale_host_kernel_fn fn, void* user) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(module, "module");
     require(func, "func");
     require(reinterpret_cast<const void*>(fn), "fn");
-    ctx->register_host(module, func, fn, user, nullptr, 0);
+    c->register_host(module, func, fn, user, nullptr, 0);
   });
 }
 
@@ -73,7 +73,7 @@ METRALE_API metrale_status_t metrale_module_register_host_params(
     metrale_context_t* ctx, const char* module, const char* func, metrale_host_kernel_fn fn,
     void* user, const size_t* param_sizes, size_t nparams) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(module, "module");
     require(func, "func");
     require(reinterpret_cast<const void*>(fn), "fn");
@@ -86,6 +86,6 @@ METRALE_API metrale_status_t metrale_module_register_host_params(
     }
     // A kernel without parameters still has a known (empty) layout.
     static const size_t kNoParams[1] = {0};
-    ctx->register_host(module, func, fn, user, nparams > 0 ? param_sizes : kNoParams, nparams);
+    c->register_host(module, func, fn, user, nparams > 0 ? param_sizes : kNoParams, nparams);
   });
 }

@@ -9,10 +9,10 @@ METRALE_API metrale_status_t metrale_redzone_scan(metrale_context_t* ctx,
                                                   metrale_redzone_violation_t* out, size_t cap,
                                                   size_t* count) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(count, "count");
     if (cap > 0) require(out, "out");
-    ctx->redzone_scan(out, cap, count);
+    c->redzone_scan(out, cap, count);
   });
 }
 

@@ -8,9 +8,9 @@ using metrale::api::require;
 METRALE_API metrale_status_t metrale_stream_create(metrale_context_t* ctx,
                                                    metrale_stream_t** out) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(out, "out");
-    *out = ctx->stream_create();
+    *out = c->stream_create();
   });
 }
 

@@ -10,7 +10,7 @@ using metrale::api::require;
 
 METRALE_API metrale_status_t metrale_counters(metrale_context_t* ctx, metrale_counters_t* c) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* context = live(ctx);
     require(c, "c");
     // The layout before timings_dropped was added is still served.
     constexpr size_t kOldSize = offsetof(metrale_counters_t, timings_dropped);
@@ -22,7 +22,7 @@ METRALE_API metrale_status_t metrale_counters(metrale_context_t* ctx, metrale_co
                         std::to_string(kOldSize) + ", the layout before timings_dropped)");
     }
     metrale_counters_t all{};
-    ctx->counters(&all);
+    context->counters(&all);
     all.struct_size = size;
     std::memcpy(c, &all, size);
   });
@@ -40,10 +40,10 @@ METRALE_API metrale_status_t metrale_launch_trace_read(metrale_context_t* ctx,
                                                        metrale_trace_entry_t* out, size_t cap,
                                                        size_t* count) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(count, "count");
     if (cap > 0) require(out, "out");
-    ctx->launch_trace_read(out, cap, count);
+    c->launch_trace_read(out, cap, count);
   });
 }
 
@@ -51,10 +51,10 @@ METRALE_API metrale_status_t metrale_kernel_audit_read(metrale_context_t* ctx,
                                                        metrale_kernel_audit_entry_t* out,
                                                        size_t cap, size_t* count) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(count, "count");
     if (cap > 0) require(out, "out");
-    ctx->kernel_audit_read(out, cap, count);
+    c->kernel_audit_read(out, cap, count);
   });
 }
 
@@ -66,9 +66,9 @@ METRALE_API metrale_status_t metrale_kernel_timings_read(metrale_context_t* ctx,
                                                          metrale_kernel_timing_t* out, size_t cap,
                                                          size_t* count) {
   return guarded([&] {
-    live(ctx);
+    metrale_context* c = live(ctx);
     require(count, "count");
     if (cap > 0) require(out, "out");
-    ctx->kernel_timings_read(out, cap, count);
+    c->kernel_timings_read(out, cap, count);
   });
 }

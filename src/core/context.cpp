@@ -1,5 +1,6 @@
 #include "core/context.hpp"
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -13,39 +14,6 @@ namespace be = metrale::backend;
 
 namespace metrale::core {
 namespace {
-
-// Live contexts, for the api's check of a ctx argument. Slots are scanned
-// up to the high-water mark with relaxed loads: one context means one load.
-constexpr size_t kMaxContexts = 256;
-std::atomic<const metrale_context*> g_live[kMaxContexts];
-std::atomic<size_t> g_live_high{0};
-std::mutex g_live_mutex;
-
-void register_live(const metrale_context* ctx) {
-  std::lock_guard<std::mutex> lock(g_live_mutex);
-  for (size_t i = 0; i < kMaxContexts; ++i) {
-    if (g_live[i].load(std::memory_order_relaxed) == nullptr) {
-      g_live[i].store(ctx, std::memory_order_release);
-      if (i + 1 > g_live_high.load(std::memory_order_relaxed)) {
-        g_live_high.store(i + 1, std::memory_order_release);
-      }
-      return;
-    }
-  }
-  fail(METRALE_ERROR_OUT_OF_MEMORY,
-       "too many live contexts (" + std::to_string(kMaxContexts) + "); destroy one first");
-}
-
-void unregister_live(const metrale_context* ctx) {
-  std::lock_guard<std::mutex> lock(g_live_mutex);
-  size_t high = g_live_high.load(std::memory_order_relaxed);
-  for (size_t i = 0; i < high; ++i) {
-    if (g_live[i].load(std::memory_order_relaxed) == ctx) {
-      g_live[i].store(nullptr, std::memory_order_release);
-      return;
-    }
-  }
-}
 
 std::unique_ptr<be::Backend> open_backend(const metrale_context_options_t& o) {
   if (o.backend == METRALE_BACKEND_HOST) return be::make_host_backend();
@@ -69,14 +37,6 @@ std::unique_ptr<be::Backend> open_backend(const metrale_context_options_t& o) {
 
 }  // namespace
 
-bool is_live_context(const metrale_context* ctx) {
-  size_t high = g_live_high.load(std::memory_order_acquire);
-  for (size_t i = 0; i < high; ++i) {
-    if (g_live[i].load(std::memory_order_relaxed) == ctx) return true;
-  }
-  return false;
-}
-
 }  // namespace metrale::core
 
 metrale_context::metrale_context(const metrale_context_options_t& opts)
@@ -86,37 +46,43 @@ metrale_context::metrale_context(const metrale_context_options_t& opts)
   if (opts.checked_pointers != 0) bounds_ = std::make_unique<metrale::core::BoundsIndex>();
 }
 
-metrale_context* metrale_context::create(const metrale_context_options_t* given) {
+metrale_context_t* metrale_context::create(const metrale_context_options_t* given) {
+  using metrale::core::handle_id::handle_from;
   metrale::core::apply_log_env();
   metrale_context_options_t opts = metrale::core::resolve_options(given);
   std::unique_ptr<metrale_context> ctx(new metrale_context(opts));
   ctx->backend_ = metrale::core::open_backend(opts);
   ctx->modules_ = std::make_unique<metrale::core::Modules>(*ctx->backend_, ctx->strings_);
-  metrale_stream* s = ctx->streams_.acquire();
+  StreamHandle h = ctx->backend_->stream_create();
+  uint64_t handle = 0;
   try {
-    s->handle = ctx->backend_->stream_create();
+    uint64_t sid = ctx->streams_.insert([&](metrale::core::StreamObj& s) {
+      s.owner = ctx.get();
+      s.handle = h;
+      s.is_default = true;
+      ctx->default_stream_ = &s;
+    });
+    ctx->default_stream_id_ = handle_from<metrale_stream>(sid);
+    handle = metrale::core::register_context(ctx.get());
   } catch (...) {
-    ctx->backend_.reset();
-    throw;
-  }
-  s->owner = ctx.get();
-  s->is_default = true;
-  s->alive.store(true);
-  ctx->default_stream_ = s;
-  try {
-    metrale::core::register_live(ctx.get());
-  } catch (...) {
+    if (ctx->default_stream_ == nullptr) {
+      try {
+        ctx->backend_->stream_destroy(h);
+      } catch (...) {
+        // Creation failed already; the stream goes with the backend.
+      }
+    }
     ctx->release_everything();
     throw;
   }
   metrale::core::log().debug("context created on the {} backend (redzone {} bytes, checked {})",
                              ctx->backend_->kind() == METRALE_BACKEND_CUDA ? "cuda" : "host",
                              opts.redzone_bytes, opts.checked_pointers);
-  return ctx.release();
+  ctx.release();
+  return handle_from<metrale_context_t>(handle);
 }
 
 void metrale_context::destroy() noexcept {
-  metrale::core::unregister_live(this);
   release_everything();
   delete this;
 }
@@ -130,20 +96,18 @@ void metrale_context::release_everything() noexcept {
     }
   };
   quietly([&] { sweep(); });
-  for (metrale_graph* g : graphs_.alive()) {
-    g->alive.store(false);
+  // The tables die with the context: no handle of it is found after this.
+  for (metrale::core::GraphObj* g : graphs_.live()) {
     quietly([&] { backend_->graph_destroy(g->handle); });
   }
   // No pass can be open at teardown; free whatever one still held back.
   free_held(scan_fence_.drain());
   if (backend_) timer_.release(*backend_);
-  for (metrale_event* e : events_.alive()) {
-    e->alive.store(false);
+  for (metrale::core::EventObj* e : events_.live()) {
     quietly([&] { backend_->event_destroy(e->handle); });
   }
-  for (metrale_stream* s : streams_.alive()) {
+  for (metrale::core::StreamObj* s : streams_.live()) {
     if (s->is_default) continue;
-    s->alive.store(false);
     quietly([&] { backend_->capture_abort(s->handle); });
     quietly([&] { backend_->stream_destroy(s->handle); });
   }
@@ -162,7 +126,6 @@ void metrale_context::release_everything() noexcept {
     }
   }
   if (default_stream_ != nullptr) {
-    default_stream_->alive.store(false);
     quietly([&] { backend_->capture_abort(default_stream_->handle); });
     quietly([&] { backend_->stream_destroy(default_stream_->handle); });
   }
@@ -206,43 +169,19 @@ size_t metrale_context::free_memory() { return device_free_memory(); }
 
 // --- shared helpers ---------------------------------------------------------
 
-metrale_stream* metrale_context::stream_of(metrale_stream* s) const {
-  if (s == nullptr) return default_stream_;
-  if (s->owner != this) fail(METRALE_ERROR_INVALID_ARGUMENT, "stream belongs to another context");
-  if (!s->alive.load(std::memory_order_acquire)) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, "stream was destroyed");
-  }
-  return s;
+void metrale_context::refuse_handle(const char* what, const void* h) {
+  if (h == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "%p", h);
+  fail(METRALE_ERROR_INVALID_ARGUMENT,
+       std::string(what) + " " + hex + " is not a live handle of this context (destroyed, " +
+           "made by another context or a destroyed one, or not a handle of this kind)");
 }
 
-metrale_event* metrale_context::event_of(metrale_event* e, const char* what) const {
-  if (e == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
-  if (e->owner != this) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, std::string(what) + " belongs to another context");
-  }
-  if (!e->alive.load(std::memory_order_acquire)) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, std::string(what) + " was destroyed");
-  }
-  return e;
-}
-
-metrale_graph* metrale_context::graph_of(metrale_graph* g) const {
-  if (g == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, "graph is NULL");
-  if (g->owner != this) fail(METRALE_ERROR_INVALID_ARGUMENT, "graph belongs to another context");
-  if (!g->alive.load(std::memory_order_acquire)) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, "graph was destroyed");
-  }
-  return g;
-}
-
-metrale_kernel* metrale_context::kernel_of(metrale_kernel* k) const {
-  if (k == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, "kernel is NULL");
-  if (k->owner != this) fail(METRALE_ERROR_INVALID_ARGUMENT, "kernel belongs to another context");
-  if (k->stale.load(std::memory_order_acquire)) {
-    fail(METRALE_ERROR_NOT_FOUND,
-         std::string("kernel ") + k->name + " belongs to a module that was unloaded");
-  }
-  return k;
+void metrale_context::refuse_kernel(const metrale_kernel* k, const metrale::core::KernelObj* o) {
+  if (o == nullptr) refuse_handle("kernel", k);
+  fail(METRALE_ERROR_NOT_FOUND,
+       std::string("kernel ") + o->name + " belongs to a module that was unloaded");
 }
 
 void metrale_context::fail_after_probe(const Error& e, const std::string& what) {

@@ -1,6 +1,13 @@
 // The object behind metrale_context_t: the backend plus everything core
 // keeps above it. One file per area implements its methods (memory.cpp,
 // copy.cpp, redzone.cpp, streams.cpp, launch.cpp, ...).
+//
+// Handles: a metrale_context_t* a caller holds is a handle value, not the
+// address of this object (api::live() maps it here; never dereference the
+// caller's value). Likewise the metrale_stream*, metrale_event*,
+// metrale_graph* and metrale_kernel* parameters below are the caller's
+// handle values: stream_of() and friends map them to the objects in this
+// context's tables, or refuse them.
 #pragma once
 
 #include <atomic>
@@ -13,6 +20,7 @@
 
 #include "backend/backend.hpp"
 #include "core/bounds.hpp"
+#include "core/context_registry.hpp"
 #include "core/fault_latch.hpp"
 #include "core/handles.hpp"
 #include "core/intern.hpp"
@@ -36,8 +44,10 @@ struct metrale_context {
   using EventHandle = metrale::backend::EventHandle;
 
   // --- context (context.cpp) ---
-  static metrale_context* create(const metrale_context_options_t* opts);
-  // Frees everything, errors ignored; deletes this.
+  // Creates and registers a context; returns its handle value.
+  static metrale_context_t* create(const metrale_context_options_t* opts);
+  // Frees everything, errors ignored; deletes this. The caller has already
+  // taken the handle out of the registry (core::take_context).
   void destroy() noexcept;
   // INVALID_ARGUMENT when this thread may not destroy the context now: it is
   // inside the log callback, or inside a host kernel of this context
@@ -112,7 +122,8 @@ struct metrale_context {
   metrale_stream* stream_create();
   void stream_destroy(metrale_stream* s);
   void stream_synchronize(metrale_stream* s);
-  metrale_stream* default_stream() { return default_stream_; }
+  // The default stream's handle value.
+  metrale_stream* default_stream() { return default_stream_id_; }
   bool stream_is_capturing(metrale_stream* s);
   metrale_event* event_create(unsigned flags);
   void event_record(metrale_event* e, metrale_stream* s);
@@ -139,12 +150,32 @@ struct metrale_context {
  private:
   explicit metrale_context(const metrale_context_options_t& opts);
 
-  // Handle checks: NULL stream = default; another context's or a destroyed
-  // handle is INVALID_ARGUMENT.
-  metrale_stream* stream_of(metrale_stream* s) const;
-  metrale_event* event_of(metrale_event* e, const char* what) const;
-  metrale_graph* graph_of(metrale_graph* g) const;
-  metrale_kernel* kernel_of(metrale_kernel* k) const;
+  // Handle checks: the object behind a caller's handle value. NULL stream =
+  // default; a destroyed handle, another context's or another kind's, or a
+  // value no table issued is INVALID_ARGUMENT (a kernel of an unloaded
+  // module: NOT_FOUND). Inline: a lookup is a few instructions.
+  metrale::core::StreamObj* stream_of(metrale_stream* s) const {
+    if (s == nullptr) return default_stream_;
+    if (auto* o = streams_.find(metrale::core::handle_id::value_of(s))) return o;
+    refuse_handle("stream", s);
+  }
+  metrale::core::EventObj* event_of(metrale_event* e, const char* what) const {
+    if (auto* o = events_.find(metrale::core::handle_id::value_of(e))) return o;
+    refuse_handle(what, e);
+  }
+  metrale::core::GraphObj* graph_of(metrale_graph* g) const {
+    if (auto* o = graphs_.find(metrale::core::handle_id::value_of(g))) return o;
+    refuse_handle("graph", g);
+  }
+  metrale::core::KernelObj* kernel_of(metrale_kernel* k) const {
+    metrale::core::KernelObj* o = modules_->find(k);
+    if (o == nullptr || o->stale.load(std::memory_order_acquire)) refuse_kernel(k, o);
+    return o;
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] static void refuse_handle(const char* what,
+                                                                   const void* h);
+  [[noreturn, gnu::cold, gnu::noinline]] static void refuse_kernel(
+      const metrale_kernel* k, const metrale::core::KernelObj* o);
 
   // Runs a backend call: CONTEXT_LOST from it latches the context.
   template <class F>
@@ -171,18 +202,18 @@ struct metrale_context {
   void check_range(DevPtr p, size_t bytes, const char* what) const;
   // Capture checks (copy.cpp; streams.cpp uses them too): done before
   // anything is enqueued.
-  bool capturing(metrale_stream* st);
-  void refuse_if_capturing(metrale_stream* st, const char* what);
+  bool capturing(metrale::core::StreamObj* st);
+  void refuse_if_capturing(metrale::core::StreamObj* st, const char* what);
   // Enqueue, then count (and trace d2d); nothing counted when it throws.
-  void enqueue_h2d(const void* src, size_t bytes, DevPtr dst, metrale_stream* st, bool snapshot);
-  void enqueue_d2h(DevPtr src, void* dst, size_t bytes, metrale_stream* st);
-  void enqueue_d2d(DevPtr src, DevPtr dst, size_t bytes, metrale_stream* st);
+  void enqueue_h2d(const void* src, size_t bytes, DevPtr dst, metrale::core::StreamObj* st, bool snapshot);
+  void enqueue_d2h(DevPtr src, void* dst, size_t bytes, metrale::core::StreamObj* st);
+  void enqueue_d2d(DevPtr src, DevPtr dst, size_t bytes, metrale::core::StreamObj* st);
   void trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t b, uint64_t c);
   void fill_pads(const std::vector<metrale::backend::Range>& pads);
   void launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
                      uint32_t shared, metrale_stream* s, void** params, const void* args,
                      size_t args_bytes, bool packed);
-  metrale_trace_entry_t trace_launch(const metrale_kernel* k, metrale_dim3_t grid,
+  metrale_trace_entry_t trace_launch(const metrale::core::KernelObj* k, metrale_dim3_t grid,
                                      metrale_dim3_t block, uint32_t shared, void** params,
                                      const void* args, size_t args_bytes, bool packed);
   // The backend free of a block already off the ledger, held back while a
@@ -192,7 +223,7 @@ struct metrale_context {
   void free_held(const std::vector<DevPtr>& held) noexcept;
   // Starts timing a launch on st: true with *start recorded, false when the
   // timing is dropped (caps of KernelTimer; counted in timings_dropped).
-  bool begin_timing(metrale_kernel* kern, metrale_stream* st, size_t* row, EventHandle* start);
+  bool begin_timing(metrale::core::KernelObj* kern, metrale::core::StreamObj* st, size_t* row, EventHandle* start);
   void release_everything() noexcept;
 
   metrale_context_options_t opts_;
@@ -207,10 +238,11 @@ struct metrale_context {
   std::mutex arenas_mutex_;
   std::unordered_map<DevPtr, size_t> arenas_;
   std::unique_ptr<metrale::core::Modules> modules_;
-  metrale::core::HandlePool<metrale_stream> streams_;
-  metrale::core::HandlePool<metrale_event> events_;
-  metrale::core::HandlePool<metrale_graph> graphs_;
-  metrale_stream* default_stream_ = nullptr;
+  metrale::core::SlotTable<metrale::core::StreamObj> streams_{"stream"};
+  metrale::core::SlotTable<metrale::core::EventObj> events_{"event"};
+  metrale::core::SlotTable<metrale::core::GraphObj> graphs_{"graph"};
+  metrale::core::StreamObj* default_stream_ = nullptr;  // the object
+  metrale_stream* default_stream_id_ = nullptr;         // its handle value
 
   metrale::core::Counters counters_;
   std::atomic<bool> trace_on_{false};
@@ -224,6 +256,4 @@ struct metrale_context {
 
 namespace metrale::core {
 using Context = ::metrale_context;
-// The api's cheap liveness check: ctx was created and not yet destroyed.
-bool is_live_context(const metrale_context* ctx);
 }  // namespace metrale::core

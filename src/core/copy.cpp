@@ -61,7 +61,7 @@ void metrale_context::trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t
 // capture state first, and only then enqueues; counters and the trace move
 // only once the backend has taken the work.
 
-bool metrale_context::capturing(metrale_stream* st) {
+bool metrale_context::capturing(metrale::core::StreamObj* st) {
   // A failed query throws: the call fails before anything is enqueued.
   return device([&] { return backend_->stream_is_capturing(st->handle); });
 }
@@ -69,14 +69,14 @@ bool metrale_context::capturing(metrale_stream* st) {
 // A call that waits for its stream cannot complete inside a capture: its
 // copy would be recorded into the caller's graph (aimed at a buffer the
 // caller may free once we return CAPTURE) and the wait would then fail.
-void metrale_context::refuse_if_capturing(metrale_stream* st, const char* what) {
+void metrale_context::refuse_if_capturing(metrale::core::StreamObj* st, const char* what) {
   if (!capturing(st)) return;
   fail(METRALE_ERROR_CAPTURE,
        std::string(what) + " waits for its stream, which is capturing; nothing was recorded. "
                            "End or abort the capture first, or use the _async form");
 }
 
-void metrale_context::enqueue_h2d(const void* src, size_t bytes, DevPtr dst, metrale_stream* st,
+void metrale_context::enqueue_h2d(const void* src, size_t bytes, DevPtr dst, metrale::core::StreamObj* st,
                                   bool snapshot) {
   device([&] {
     if (snapshot) {
@@ -89,7 +89,7 @@ void metrale_context::enqueue_h2d(const void* src, size_t bytes, DevPtr dst, met
   Counters::bump(counters_.h2d_bytes, bytes);
 }
 
-void metrale_context::enqueue_d2h(DevPtr src, void* dst, size_t bytes, metrale_stream* st) {
+void metrale_context::enqueue_d2h(DevPtr src, void* dst, size_t bytes, metrale::core::StreamObj* st) {
   device([&] { backend_->copy_d2h_async(dst, src, bytes, st->handle); });
   Counters::bump(counters_.d2h_copies);
   Counters::bump(counters_.d2h_bytes, bytes);
@@ -97,7 +97,7 @@ void metrale_context::enqueue_d2h(DevPtr src, void* dst, size_t bytes, metrale_s
 
 void metrale_context::copy_h2d(const void* src, size_t bytes, DevPtr dst) {
   fault_.check();
-  metrale_stream* st = default_stream_;
+  metrale::core::StreamObj* st = default_stream_;
   if (bytes == 0) return;
   need_host(src, "src");
   check_range(dst, bytes, "destination");
@@ -113,7 +113,7 @@ void metrale_context::copy_d2h(DevPtr src, void* dst, size_t bytes) {
 
 void metrale_context::copy_d2h_on_stream(DevPtr src, void* dst, size_t bytes, metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  metrale::core::StreamObj* st = stream_of(s);
   if (bytes == 0) return;
   need_host(dst, "dst");
   check_range(src, bytes, "source");
@@ -127,7 +127,7 @@ void metrale_context::copy_d2h_on_stream(DevPtr src, void* dst, size_t bytes, me
 // replay, which the header documents as the caller's choice.
 void metrale_context::copy_d2h_async(DevPtr src, void* dst, size_t bytes, metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   if (bytes == 0) return;
   need_host(dst, "dst");
   check_range(src, bytes, "source");
@@ -136,7 +136,7 @@ void metrale_context::copy_d2h_async(DevPtr src, void* dst, size_t bytes, metral
 
 void metrale_context::copy_d2d(DevPtr src, DevPtr dst, size_t bytes) {
   fault_.check();
-  metrale_stream* st = default_stream_;
+  metrale::core::StreamObj* st = default_stream_;
   if (bytes == 0) return;
   check_range(src, bytes, "source");
   check_range(dst, bytes, "destination");
@@ -149,7 +149,7 @@ void metrale_context::copy_d2d(DevPtr src, DevPtr dst, size_t bytes) {
 void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
                                      metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  metrale::core::StreamObj* st = stream_of(s);
   if (bytes == 0) return;
   need_host(src, "src");
   check_range(dst, bytes, "destination");
@@ -183,7 +183,7 @@ void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
 void metrale_context::copy_h2d_async_retained(const void* src, size_t bytes, DevPtr dst,
                                               metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   if (bytes == 0) return;
   need_host(src, "src");
   check_range(dst, bytes, "destination");
@@ -191,7 +191,7 @@ void metrale_context::copy_h2d_async_retained(const void* src, size_t bytes, Dev
 }
 
 // The d2d body both d2d calls share: enqueue, then trace and count.
-void metrale_context::enqueue_d2d(DevPtr src, DevPtr dst, size_t bytes, metrale_stream* st) {
+void metrale_context::enqueue_d2d(DevPtr src, DevPtr dst, size_t bytes, metrale::core::StreamObj* st) {
   try {
     device([&] { backend_->copy_d2d_async(dst, src, bytes, st->handle); });
   } catch (const Error& e) {
@@ -205,7 +205,7 @@ void metrale_context::enqueue_d2d(DevPtr src, DevPtr dst, size_t bytes, metrale_
 
 void metrale_context::copy_d2d_async(DevPtr src, DevPtr dst, size_t bytes, metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   if (bytes == 0) return;
   check_range(src, bytes, "source");
   check_range(dst, bytes, "destination");
@@ -215,7 +215,7 @@ void metrale_context::copy_d2d_async(DevPtr src, DevPtr dst, size_t bytes, metra
 void metrale_context::copy_2d_async(DevPtr src, size_t src_pitch, DevPtr dst, size_t dst_pitch,
                                     size_t width, size_t height, metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   if (src_pitch < width) {
     fail(METRALE_ERROR_INVALID_ARGUMENT, "src_pitch (" + std::to_string(src_pitch) +
                                              ") is smaller than width_bytes (" +
@@ -255,7 +255,7 @@ void metrale_context::memset(DevPtr dst, uint8_t value, size_t bytes) {
 
 void metrale_context::memset_async(DevPtr dst, uint8_t value, size_t bytes, metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   if (bytes == 0) return;
   check_range(dst, bytes, "destination");
   device([&] { backend_->memset_async(dst, value, bytes, st->handle); });

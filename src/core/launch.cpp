@@ -46,7 +46,7 @@ void metrale_context::launch_packed(metrale_kernel* k, metrale_dim3_t grid, metr
   launch_common(k, grid, block, shared, s, nullptr, args, args_bytes, true);
 }
 
-metrale_trace_entry_t metrale_context::trace_launch(const metrale_kernel* k, metrale_dim3_t grid,
+metrale_trace_entry_t metrale_context::trace_launch(const metrale::core::KernelObj* k, metrale_dim3_t grid,
                                                     metrale_dim3_t block, uint32_t shared,
                                                     void** params, const void* args,
                                                     size_t args_bytes, bool packed) {
@@ -75,7 +75,7 @@ metrale_trace_entry_t metrale_context::trace_launch(const metrale_kernel* k, met
   return t;
 }
 
-bool metrale_context::begin_timing(metrale_kernel* kern, metrale_stream* st, size_t* row,
+bool metrale_context::begin_timing(metrale::core::KernelObj* kern, metrale::core::StreamObj* st, size_t* row,
                                    EventHandle* start) {
   *row = timer_.row_for(kern, kern->name);
   if (*row == metrale::core::KernelTimer::kNoRow || !timer_.reserve(*backend_)) {
@@ -99,8 +99,8 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
                                     uint32_t shared, metrale_stream* s, void** params,
                                     const void* args, size_t args_bytes, bool packed) {
   fault_.check();
-  metrale_kernel* kern = kernel_of(k);
-  metrale_stream* st = stream_of(s);
+  auto* kern = kernel_of(k);
+  auto* st = stream_of(s);
   check_dims(grid, block);
   if (packed) {
     if (args == nullptr && args_bytes > 0) {

@@ -21,7 +21,7 @@ void Modules::unload(const std::string& name) {
   if (it == modules_.end()) fail(METRALE_ERROR_NOT_FOUND, "no module named '" + name + "'");
   Module m = std::move(it->second);
   modules_.erase(it);
-  for (metrale_kernel* k : m.kernels) k->stale.store(true);
+  for (KernelObj* k : m.kernels) k->stale.store(true, std::memory_order_release);
   backend_.module_unload(m.handle);
 }
 
@@ -37,7 +37,12 @@ metrale_kernel* Modules::kernel(metrale_context* owner, const std::string& modul
   key += func;
   std::lock_guard<std::mutex> lock(mutex_);
   auto hit = cache_.find(key);
-  if (hit != cache_.end() && !hit->second->stale.load()) return hit->second;
+  if (hit != cache_.end()) {
+    const KernelObj* cached = kernels_.find(hit->second);
+    if (cached != nullptr && !cached->stale.load()) {
+      return handle_id::handle_from<metrale_kernel>(hit->second);
+    }
+  }
 
   auto mod = modules_.find(module);
   if (mod == modules_.end()) {
@@ -51,19 +56,28 @@ metrale_kernel* Modules::kernel(metrale_context* owner, const std::string& modul
     throw Error(e.status(), "kernel lookup " + module + "::" + func + ": " + e.what(),
                 e.driver_code());
   }
-  kernels_.push_back(std::make_unique<metrale_kernel>());
-  metrale_kernel* k = kernels_.back().get();
-  k->owner = owner;
-  k->func = f;
-  k->name = strings_.intern(module + "::" + func);
-  k->site = strings_.intern(std::string(file) + ":" + std::to_string(line));
-  k->layout_known = backend_.function_params(f, &k->params);
-  if (k->layout_known && !k->params.empty()) {
-    k->params_bytes = k->params.back().offset + k->params.back().size;
-  }
-  mod->second.kernels.push_back(k);
-  cache_[key] = k;
-  return k;
+  const char* name = strings_.intern(module + "::" + func);
+  const char* site = strings_.intern(std::string(file) + ":" + std::to_string(line));
+  std::vector<backend::ParamInfo> params;
+  const bool layout_known = backend_.function_params(f, &params);
+  mod->second.kernels.reserve(mod->second.kernels.size() + 1);
+  cache_.reserve(cache_.size() + 1);
+  KernelObj* made = nullptr;
+  const uint64_t v = kernels_.insert([&](KernelObj& k) {
+    k.owner = owner;
+    k.func = f;
+    k.name = name;
+    k.site = site;
+    k.layout_known = layout_known;
+    k.params = std::move(params);
+    if (k.layout_known && !k.params.empty()) {
+      k.params_bytes = k.params.back().offset + k.params.back().size;
+    }
+    made = &k;
+  });
+  mod->second.kernels.push_back(made);
+  cache_[key] = v;
+  return handle_id::handle_from<metrale_kernel>(v);
 }
 
 void Modules::register_host(const std::string& module, const std::string& func,
@@ -95,7 +109,7 @@ void Modules::register_host(const std::string& module, const std::string& func,
 void Modules::unload_all() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& kv : modules_) {
-    for (metrale_kernel* k : kv.second.kernels) k->stale.store(true);
+    for (KernelObj* k : kv.second.kernels) k->stale.store(true, std::memory_order_release);
     try {
       backend_.module_unload(kv.second.handle);
     } catch (...) {

@@ -1,10 +1,11 @@
 // Modules by name (loaded images or host-registered functions) and the
-// kernel cache: one metrale_kernel per module::function, owned here until
-// the context is destroyed.
+// kernel cache: one kernel handle per module::function and module load,
+// owned here until the context is destroyed. A kernel of an unloaded module
+// keeps its slot (and its handle stays known), marked stale: launching it is
+// NOT_FOUND, not a use of the unloaded module.
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,10 +16,14 @@
 
 #include "backend/backend.hpp"
 #include "core/intern.hpp"
+#include "core/slot_table.hpp"
 
 struct metrale_context;
+struct metrale_kernel;  // the public handle type: never defined
 
-struct metrale_kernel {
+namespace metrale::core {
+
+struct KernelObj {
   metrale_context* owner = nullptr;
   std::atomic<bool> stale{false};  // its module was unloaded
   metrale::backend::FuncHandle func = 0;
@@ -29,8 +34,6 @@ struct metrale_kernel {
   const char* site = nullptr;   // "file:line" of the lookup that made it, interned
 };
 
-namespace metrale::core {
-
 class Modules {
  public:
   Modules(backend::Backend& b, InternTable& strings) : backend_(b), strings_(strings) {}
@@ -38,12 +41,17 @@ class Modules {
   void load(const std::string& name, const void* image, size_t size);
   void unload(const std::string& name);
   bool has(const std::string& name) const;
-  // NOT_FOUND for an unknown module or function.
+  // The handle of module::func. NOT_FOUND for an unknown module or function.
   metrale_kernel* kernel(metrale_context* owner, const std::string& module,
                          const std::string& func, const char* file, int line);
   void register_host(const std::string& module, const std::string& func,
                      metrale_host_kernel_fn fn, void* user, const size_t* param_sizes,
                      size_t nparams);
+  // The kernel object of a handle of this context (stale ones included), or
+  // nullptr: a lock-free lookup on the launch path.
+  KernelObj* find(const metrale_kernel* k) const noexcept {
+    return kernels_.find(handle_id::value_of(k));
+  }
   // Context teardown: unloads every module, errors ignored.
   void unload_all() noexcept;
 
@@ -52,15 +60,15 @@ class Modules {
     backend::ModuleHandle handle = 0;
     bool host = false;
     std::set<std::string> host_functions;
-    std::vector<metrale_kernel*> kernels;
+    std::vector<KernelObj*> kernels;
   };
 
   backend::Backend& backend_;
   InternTable& strings_;
   mutable std::mutex mutex_;
   std::map<std::string, Module> modules_;
-  std::unordered_map<std::string, metrale_kernel*> cache_;  // "module\0function"
-  std::deque<std::unique_ptr<metrale_kernel>> kernels_;
+  std::unordered_map<std::string, uint64_t> cache_;  // "module\0function" -> handle
+  SlotTable<KernelObj> kernels_{"kernel"};
 };
 
 }  // namespace metrale::core

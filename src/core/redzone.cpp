@@ -26,7 +26,7 @@ std::string byte_hex(uint8_t b) {
 // sync would break the capture), and so is the whole device context: a
 // cuCtxSynchronize would invalidate a capture running on another thread.
 void metrale_context::settle_streams_before_scan() {
-  for (metrale_stream* st : streams_.alive()) {
+  for (metrale::core::StreamObj* st : streams_.live()) {
     bool capturing = true;
     try {
       capturing = backend_->stream_is_capturing(st->handle);

@@ -1,34 +1,63 @@
-// Streams, events and graphs: core handles wrapped around backend handles.
+// Streams, events and graphs: core objects wrapped around backend handles,
+// named by handle values from this context's slot tables. A destroy kills
+// the value for good (its serial is never issued again): a second destroy,
+// or any later use, is INVALID_ARGUMENT and touches no other object.
 #include "core/context.hpp"
 
 using metrale::Error;
 using metrale::fail;
+using metrale::core::EventObj;
+using metrale::core::GraphObj;
+using metrale::core::StreamObj;
+using metrale::core::handle_id::handle_from;
+using metrale::core::handle_id::value_of;
+
+namespace {
+
+// Runs make() to publish a new object; a failure to publish gives the
+// backend object back.
+template <class Make, class Undo>
+uint64_t publish(Make&& make, Undo&& undo) {
+  try {
+    return make();
+  } catch (...) {
+    try {
+      undo();
+    } catch (...) {
+      // Already failing: the first error is the one to report.
+    }
+    throw;
+  }
+}
+
+}  // namespace
 
 metrale_stream* metrale_context::stream_create() {
   fault_.check();
   StreamHandle h = device([&] { return backend_->stream_create(); });
-  metrale_stream* s = streams_.acquire();
-  s->owner = this;
-  s->handle = h;
-  s->is_default = false;
-  s->alive.store(true, std::memory_order_release);
-  return s;
+  uint64_t v = publish(
+      [&] {
+        return streams_.insert([&](StreamObj& s) {
+          s.owner = this;
+          s.handle = h;
+        });
+      },
+      [&] { backend_->stream_destroy(h); });
+  return handle_from<metrale_stream>(v);
 }
 
 void metrale_context::stream_destroy(metrale_stream* s) {
   if (s == nullptr) return;
-  metrale_stream* st = stream_of(s);
+  const StreamObj* st = stream_of(s);
   if (st->is_default) {
     fail(METRALE_ERROR_INVALID_ARGUMENT, "the default stream belongs to the context and is "
                                          "destroyed with it");
   }
   refuse_stream_destroy_in_own_work(st->handle);
-  bool expected = true;
-  if (!st->alive.compare_exchange_strong(expected, false)) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, "stream was destroyed");
+  StreamHandle h = 0;
+  if (!streams_.erase(value_of(s), [&](StreamObj& st) { h = st.handle; })) {
+    refuse_handle("stream", s);  // another thread destroyed it first
   }
-  StreamHandle h = st->handle;
-  streams_.release(st);
   // A lost context still gives the handle back: destroy is a release, not work.
   try {
     backend_->stream_destroy(h);
@@ -40,7 +69,7 @@ void metrale_context::stream_destroy(metrale_stream* s) {
 
 void metrale_context::stream_synchronize(metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  auto* st = stream_of(s);
   // Refused before the driver sees it: a cuStreamSynchronize of a capturing
   // stream fails AND invalidates the capture (probed), breaking rule 1.
   if (capturing(st)) {
@@ -51,7 +80,7 @@ void metrale_context::stream_synchronize(metrale_stream* s) {
 }
 
 bool metrale_context::stream_is_capturing(metrale_stream* s) {
-  metrale_stream* st = stream_of(s);
+  StreamObj* st = stream_of(s);
   if (fault_.lost()) return true;  // a failed query counts as capturing
   try {
     return backend_->stream_is_capturing(st->handle);
@@ -70,26 +99,29 @@ metrale_event* metrale_context::event_create(unsigned flags) {
   fault_.check();
   bool timing = flags == METRALE_EVENT_DEFAULT;
   EventHandle h = device([&] { return backend_->event_create(timing); });
-  metrale_event* e = events_.acquire();
-  e->owner = this;
-  e->handle = h;
-  e->timing = timing;
-  e->recorded.store(false);
-  e->alive.store(true, std::memory_order_release);
-  return e;
+  uint64_t v = publish(
+      [&] {
+        return events_.insert([&](EventObj& e) {
+          e.owner = this;
+          e.handle = h;
+          e.timing = timing;
+        });
+      },
+      [&] { backend_->event_destroy(h); });
+  return handle_from<metrale_event>(v);
 }
 
 void metrale_context::event_record(metrale_event* e, metrale_stream* s) {
   fault_.check();
-  metrale_event* ev = event_of(e, "event");
-  metrale_stream* st = stream_of(s);
+  EventObj* ev = event_of(e, "event");
+  StreamObj* st = stream_of(s);
   device([&] { backend_->event_record(ev->handle, st->handle); });
   ev->recorded.store(true);
 }
 
 void metrale_context::event_synchronize(metrale_event* e) {
   fault_.check();
-  metrale_event* ev = event_of(e, "event");
+  EventObj* ev = event_of(e, "event");
   try {
     backend_->event_synchronize(ev->handle);
   } catch (const Error& err) {
@@ -99,19 +131,16 @@ void metrale_context::event_synchronize(metrale_event* e) {
 
 bool metrale_context::event_query(metrale_event* e) {
   fault_.check();
-  metrale_event* ev = event_of(e, "event");
+  EventObj* ev = event_of(e, "event");
   return device([&] { return backend_->event_query(ev->handle); });
 }
 
 void metrale_context::event_destroy(metrale_event* e) {
   if (e == nullptr) return;
-  metrale_event* ev = event_of(e, "event");
-  bool expected = true;
-  if (!ev->alive.compare_exchange_strong(expected, false)) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, "event was destroyed");
+  EventHandle h = 0;
+  if (!events_.erase(value_of(e), [&](EventObj& ev) { h = ev.handle; })) {
+    refuse_handle("event", e);
   }
-  EventHandle h = ev->handle;
-  events_.release(ev);
   try {
     backend_->event_destroy(h);
   } catch (const Error& err) {
@@ -122,16 +151,16 @@ void metrale_context::event_destroy(metrale_event* e) {
 
 void metrale_context::stream_wait_event(metrale_stream* s, metrale_event* e) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
-  metrale_event* ev = event_of(e, "event");
+  StreamObj* st = stream_of(s);
+  EventObj* ev = event_of(e, "event");
   device([&] { backend_->stream_wait_event(st->handle, ev->handle); });
 }
 
 float metrale_context::event_elapsed_ms(metrale_event* start, metrale_event* end) {
   fault_.check();
-  metrale_event* a = event_of(start, "start");
-  metrale_event* b = event_of(end, "end");
-  for (metrale_event* ev : {a, b}) {
+  EventObj* a = event_of(start, "start");
+  EventObj* b = event_of(end, "end");
+  for (EventObj* ev : {a, b}) {
     const char* name = ev == a ? "start" : "end";
     if (!ev->timing) {
       fail(METRALE_ERROR_INVALID_ARGUMENT,
@@ -146,31 +175,35 @@ float metrale_context::event_elapsed_ms(metrale_event* start, metrale_event* end
 
 void metrale_context::graph_begin_capture(metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  StreamObj* st = stream_of(s);
   device([&] { backend_->capture_begin(st->handle); });
 }
 
 metrale_graph* metrale_context::graph_end_capture(metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  StreamObj* st = stream_of(s);
   metrale::backend::GraphHandle h = device([&] { return backend_->capture_end(st->handle); });
-  metrale_graph* g = graphs_.acquire();
-  g->owner = this;
-  g->handle = h;
-  g->alive.store(true, std::memory_order_release);
-  return g;
+  uint64_t v = publish(
+      [&] {
+        return graphs_.insert([&](GraphObj& g) {
+          g.owner = this;
+          g.handle = h;
+        });
+      },
+      [&] { backend_->graph_destroy(h); });
+  return handle_from<metrale_graph>(v);
 }
 
 void metrale_context::graph_abort_capture(metrale_stream* s) {
   fault_.check();
-  metrale_stream* st = stream_of(s);
+  StreamObj* st = stream_of(s);
   device([&] { backend_->capture_abort(st->handle); });
 }
 
 void metrale_context::graph_launch(metrale_graph* g, metrale_stream* s) {
   fault_.check();
-  metrale_graph* gr = graph_of(g);
-  metrale_stream* st = stream_of(s);
+  auto* gr = graph_of(g);
+  auto* st = stream_of(s);
   // The driver answers a graph launch into a capture with
   // STREAM_CAPTURE_UNSUPPORTED and invalidates the capture (probed on an
   // H200): both backends refuse it before anything is recorded.
@@ -189,13 +222,10 @@ void metrale_context::graph_launch(metrale_graph* g, metrale_stream* s) {
 
 void metrale_context::graph_destroy(metrale_graph* g) {
   if (g == nullptr) return;
-  metrale_graph* gr = graph_of(g);
-  bool expected = true;
-  if (!gr->alive.compare_exchange_strong(expected, false)) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, "graph was destroyed");
+  metrale::backend::GraphHandle h = 0;
+  if (!graphs_.erase(value_of(g), [&](GraphObj& gr) { h = gr.handle; })) {
+    refuse_handle("graph", g);
   }
-  metrale::backend::GraphHandle h = gr->handle;
-  graphs_.release(gr);
   try {
     backend_->graph_destroy(h);
   } catch (const Error& e) {

@@ -1,0 +1,32 @@
+// The process's live contexts, by handle value (a metrale_context_t* that a
+// caller holds is a handle value, never the context's address; see
+// handle_id.hpp). One SlotTable for the whole process: a destroyed
+// context's value is never accepted again, whatever lands at its address.
+//
+// fork(): a pthread_atfork child handler kills every context created before
+// the fork, for good (the driver's state does not survive fork); the child
+// may create new contexts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+struct metrale_context;
+
+namespace metrale::core {
+
+// Registers ctx and returns its new handle value. OUT_OF_MEMORY when 2^20
+// contexts are live.
+uint64_t register_context(metrale_context* ctx);
+
+// The live context behind a handle value, or nullptr. Lock-free.
+metrale_context* find_context(uint64_t handle) noexcept;
+
+// Unregisters: the context to destroy, or nullptr when the value is not a
+// live context (of two racing calls, one gets it).
+metrale_context* take_context(uint64_t handle) noexcept;
+
+// Why a value is not a live context, for the message (cold path).
+std::string not_a_live_context(uint64_t handle);
+
+}  // namespace metrale::core

@@ -1,0 +1,537 @@
+/* Rule 2 (handle lifetime) and rule 8 (fork): a destroyed, foreign or
+ * forged handle of any kind is INVALID_ARGUMENT forever, whatever was
+ * created since; a double destroy never reaches a live object; a context of
+ * the parent is dead in a fork()ed child, which may create its own. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_support.h"
+
+static const metrale_dim3_t ONE = {1, 1, 1};
+#define HAMMER 10000
+#define WINDOW 128
+
+static int cmp_ptr(const void* a, const void* b) {
+  uintptr_t x = *(const uintptr_t*)a, y = *(const uintptr_t*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Every value in v[0..n) distinct, and none equal to old. */
+static void assert_unique(uintptr_t* v, size_t n, uintptr_t old) {
+  for (size_t i = 0; i < n; ++i) assert_true(v[i] != old);
+  qsort(v, n, sizeof *v, cmp_ptr);
+  for (size_t i = 1; i < n; ++i) assert_true(v[i] != v[i - 1]);
+}
+
+static metrale_graph_t* make_graph(metrale_context_t* ctx, metrale_stream_t* s,
+                                   metrale_devptr_t p) {
+  metrale_graph_t* g = NULL;
+  MT_OK(metrale_graph_begin_capture(ctx, s));
+  MT_OK(metrale_memset_async(ctx, p, 7, 64, s));
+  MT_OK(metrale_graph_end_capture(ctx, s, &g));
+  assert_non_null(g);
+  return g;
+}
+
+/* --- stale handles never come back ------------------------------------------ */
+
+static void stale_stream_never_comes_back(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_stream_t* old = NULL;
+  MT_OK(metrale_stream_create(ctx, &old));
+  MT_OK(metrale_stream_destroy(ctx, old));
+  /* WINDOW streams stay alive at any time, so that old's slot is soon in
+   * use by a newer stream while old is tried again. */
+  uintptr_t* seen = calloc(HAMMER, sizeof *seen);
+  metrale_stream_t* window[WINDOW] = {NULL};
+  for (int i = 0; i < HAMMER; ++i) {
+    metrale_stream_t** slot = &window[i % WINDOW];
+    if (*slot != NULL) MT_OK(metrale_stream_destroy(ctx, *slot));
+    MT_OK(metrale_stream_create(ctx, slot));
+    seen[i] = (uintptr_t)*slot;
+    MT_STATUS(metrale_stream_synchronize(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
+  }
+  assert_unique(seen, HAMMER, (uintptr_t)old);
+  MT_STATUS(metrale_stream_synchronize(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("not a live handle");
+  MT_STATUS(metrale_stream_destroy(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(metrale_stream_is_capturing(ctx, old), 1);
+  for (int i = 0; i < WINDOW; ++i) {
+    MT_OK(metrale_stream_synchronize(ctx, window[i]));
+    MT_OK(metrale_stream_destroy(ctx, window[i]));
+  }
+  free(seen);
+  mt_close(ctx);
+}
+
+static void stale_event_never_comes_back(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_event_t* old = NULL;
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &old));
+  MT_OK(metrale_event_record(ctx, old, NULL));
+  MT_OK(metrale_event_destroy(ctx, old));
+  uintptr_t* seen = calloc(HAMMER, sizeof *seen);
+  metrale_event_t* window[WINDOW] = {NULL};
+  int done = 0;
+  for (int i = 0; i < HAMMER; ++i) {
+    metrale_event_t** slot = &window[i % WINDOW];
+    if (*slot != NULL) MT_OK(metrale_event_destroy(ctx, *slot));
+    MT_OK(metrale_event_create(ctx, (unsigned)(i & 1), slot));
+    seen[i] = (uintptr_t)*slot;
+    MT_STATUS(metrale_event_query(ctx, old, &done), METRALE_ERROR_INVALID_ARGUMENT);
+  }
+  assert_unique(seen, HAMMER, (uintptr_t)old);
+  MT_STATUS(metrale_event_record(ctx, old, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_event_synchronize(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_stream_wait_event(ctx, NULL, old), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_event_destroy(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
+  for (int i = 0; i < WINDOW; ++i) MT_OK(metrale_event_destroy(ctx, window[i]));
+  free(seen);
+  mt_close(ctx);
+}
+
+static void stale_graph_never_comes_back(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 64, &p));
+  metrale_graph_t* old = make_graph(ctx, s, p);
+  MT_OK(metrale_graph_destroy(ctx, old));
+  /* Graphs cost the driver more than streams: fewer on cuda. */
+  int n = mt_backend() == METRALE_BACKEND_HOST ? HAMMER : 1000;
+  uintptr_t* seen = calloc((size_t)n, sizeof *seen);
+  metrale_graph_t* window[WINDOW] = {NULL};
+  for (int i = 0; i < n; ++i) {
+    metrale_graph_t** slot = &window[i % WINDOW];
+    if (*slot != NULL) MT_OK(metrale_graph_destroy(ctx, *slot));
+    *slot = make_graph(ctx, s, p);
+    seen[i] = (uintptr_t)*slot;
+    MT_STATUS(metrale_graph_destroy(ctx, old), METRALE_ERROR_INVALID_ARGUMENT);
+  }
+  assert_unique(seen, (size_t)n, (uintptr_t)old);
+  MT_STATUS(metrale_graph_launch(ctx, old, s), METRALE_ERROR_INVALID_ARGUMENT);
+  for (int i = 0; i < WINDOW; ++i) {
+    MT_OK(metrale_graph_launch(ctx, window[i], s));
+    MT_OK(metrale_graph_destroy(ctx, window[i]));
+  }
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  free(seen);
+  MT_OK(metrale_free(ctx, p));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+/* A kernel of an unloaded module stays NOT_FOUND (its documented status)
+ * through any number of reloads; the new handles are new values. */
+static void stale_kernel_never_comes_back(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_load_kernels(ctx);
+  metrale_kernel_t* old = mt_kernel(ctx, "empty_kernel");
+  assert_ptr_equal(old, mt_kernel(ctx, "empty_kernel")); /* cached */
+  MT_OK(metrale_module_unload(ctx, MT_KERNEL_MODULE));
+  int n = mt_backend() == METRALE_BACKEND_HOST ? 1000 : 100;
+  uintptr_t* seen = calloc((size_t)n, sizeof *seen);
+  for (int i = 0; i < n; ++i) {
+    mt_load_kernels(ctx);
+    metrale_kernel_t* k = mt_kernel(ctx, "empty_kernel");
+    seen[i] = (uintptr_t)k;
+    MT_OK(metrale_launch(ctx, k, ONE, ONE, 0, NULL, NULL));
+    MT_STATUS(metrale_launch(ctx, old, ONE, ONE, 0, NULL, NULL), METRALE_ERROR_NOT_FOUND);
+    MT_OK(metrale_module_unload(ctx, MT_KERNEL_MODULE));
+  }
+  assert_unique(seen, (size_t)n, (uintptr_t)old);
+  MT_STATUS(metrale_launch_packed(ctx, old, ONE, ONE, 0, NULL, NULL, 0), METRALE_ERROR_NOT_FOUND);
+  MT_MESSAGE_HAS("unloaded");
+  free(seen);
+  mt_close(ctx);
+}
+
+/* --- a second destroy never reaches a live object ---------------------------- */
+
+/* A destroyed along with many others, then many new ones (some take the
+ * dead slots, A's among them), then A destroyed again: refused, and every
+ * new one still works. */
+static void double_destroy_leaves_the_new_ones_alone(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 64, &p));
+  enum { N = 200 };
+  metrale_stream_t* sa = NULL;
+  metrale_event_t* ea = NULL;
+  MT_OK(metrale_stream_create(ctx, &sa));
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &ea));
+  metrale_graph_t* ga = make_graph(ctx, NULL, p);
+  metrale_stream_t* sx[N];
+  metrale_event_t* ex[N];
+  metrale_graph_t* gx[N];
+  for (int i = 0; i < N; ++i) {
+    MT_OK(metrale_stream_create(ctx, &sx[i]));
+    MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &ex[i]));
+    gx[i] = make_graph(ctx, NULL, p);
+  }
+  MT_OK(metrale_stream_destroy(ctx, sa));
+  MT_OK(metrale_event_destroy(ctx, ea));
+  MT_OK(metrale_graph_destroy(ctx, ga));
+  for (int i = 0; i < N; ++i) {
+    MT_OK(metrale_graph_destroy(ctx, gx[i]));
+    MT_OK(metrale_event_destroy(ctx, ex[i]));
+    MT_OK(metrale_stream_destroy(ctx, sx[i]));
+  }
+  metrale_stream_t* sb[N];
+  metrale_event_t* eb[N];
+  metrale_graph_t* gb[N];
+  for (int i = 0; i < N; ++i) {
+    MT_OK(metrale_stream_create(ctx, &sb[i]));
+    MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &eb[i]));
+    gb[i] = make_graph(ctx, NULL, p);
+  }
+  MT_STATUS(metrale_stream_destroy(ctx, sa), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_event_destroy(ctx, ea), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_graph_destroy(ctx, ga), METRALE_ERROR_INVALID_ARGUMENT);
+  for (int i = 0; i < N; ++i) {
+    MT_OK(metrale_graph_launch(ctx, gb[i], sb[i]));
+    MT_OK(metrale_event_record(ctx, eb[i], sb[i]));
+    MT_OK(metrale_event_synchronize(ctx, eb[i]));
+    MT_OK(metrale_graph_destroy(ctx, gb[i]));
+    MT_OK(metrale_event_destroy(ctx, eb[i]));
+    MT_OK(metrale_stream_destroy(ctx, sb[i]));
+  }
+  /* The default stream is the context's: refused every time, still usable. */
+  metrale_stream_t* d = metrale_default_stream(ctx);
+  MT_STATUS(metrale_stream_destroy(ctx, d), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_stream_destroy(ctx, d), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_OK(metrale_stream_synchronize(ctx, d));
+  MT_OK(metrale_free(ctx, p));
+  mt_close(ctx);
+}
+
+/* --- contexts ------------------------------------------------------------------ */
+
+static void destroyed_context_stays_dead(void** state) {
+  (void)state;
+  metrale_context_t* old = mt_open(NULL);
+  mt_close(old);
+  enum { N = 200 };
+  uintptr_t seen[N];
+  for (int i = 0; i < N; ++i) {
+    metrale_context_t* c = mt_open(NULL);
+    seen[i] = (uintptr_t)c;
+    MT_STATUS(metrale_context_destroy(old), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_MESSAGE_HAS("not a live context");
+    metrale_devptr_t p = 0;
+    MT_STATUS(metrale_alloc(old, 64, &p), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_OK(metrale_alloc(c, 64, &p));
+    MT_OK(metrale_free(c, p));
+    mt_close(c);
+  }
+  assert_unique(seen, N, (uintptr_t)old);
+  metrale_stream_t* s = NULL;
+  MT_STATUS(metrale_stream_create(old, &s), METRALE_ERROR_INVALID_ARGUMENT);
+  assert_null(s);
+  assert_null(metrale_default_stream(old));
+  assert_int_equal(metrale_context_backend(old), METRALE_BACKEND_AUTO);
+  assert_int_equal(metrale_has_module(old, MT_KERNEL_MODULE), 0);
+  MT_STATUS(metrale_context_fault(old), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_context_destroy(old), METRALE_ERROR_INVALID_ARGUMENT);
+}
+
+/* Handles of context A are refused by context B, and A's still work. */
+static void foreign_handles_are_refused(void** state) {
+  (void)state;
+  metrale_context_t* a = mt_open(NULL);
+  metrale_context_t* b = mt_open(NULL);
+  mt_load_kernels(a);
+  mt_load_kernels(b);
+  metrale_devptr_t pa = 0, pb = 0;
+  MT_OK(metrale_alloc(a, 64, &pa));
+  MT_OK(metrale_alloc(b, 64, &pb));
+  metrale_stream_t* sa = NULL;
+  MT_OK(metrale_stream_create(a, &sa));
+  metrale_event_t* ea = NULL;
+  MT_OK(metrale_event_create(a, METRALE_EVENT_DEFAULT, &ea));
+  metrale_graph_t* ga = make_graph(a, sa, pa);
+  metrale_kernel_t* ka = mt_kernel(a, "empty_kernel");
+
+  MT_STATUS(metrale_memset_async(b, pb, 1, 64, sa), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_memset_async(b, pb, 1, 64, metrale_default_stream(a)),
+            METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_stream_synchronize(b, sa), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_stream_destroy(b, sa), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_event_record(b, ea, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_event_destroy(b, ea), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_graph_launch(b, ga, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_graph_destroy(b, ga), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_launch(b, ka, ONE, ONE, 0, NULL, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_launch(b, mt_kernel(b, "empty_kernel"), ONE, ONE, 0, sa, NULL),
+            METRALE_ERROR_INVALID_ARGUMENT);
+
+  /* Every one of them still works in A. */
+  MT_OK(metrale_launch(a, ka, ONE, ONE, 0, sa, NULL));
+  MT_OK(metrale_event_record(a, ea, sa));
+  MT_OK(metrale_graph_launch(a, ga, sa));
+  MT_OK(metrale_stream_synchronize(a, sa));
+  MT_OK(metrale_graph_destroy(a, ga));
+  MT_OK(metrale_event_destroy(a, ea));
+  MT_OK(metrale_stream_destroy(a, sa));
+  MT_OK(metrale_free(a, pa));
+  MT_OK(metrale_free(b, pb));
+  mt_close(a);
+  mt_close(b);
+}
+
+/* A's handles after A is destroyed, handed to a live context (which may sit
+ * where A was): refused without reading A's freed memory (ASan checks). */
+static void handles_of_a_destroyed_context(void** state) {
+  (void)state;
+  metrale_context_t* a = mt_open(NULL);
+  mt_load_kernels(a);
+  metrale_devptr_t pa = 0;
+  MT_OK(metrale_alloc(a, 64, &pa));
+  metrale_stream_t* sa = NULL;
+  MT_OK(metrale_stream_create(a, &sa));
+  metrale_event_t* ea = NULL;
+  MT_OK(metrale_event_create(a, METRALE_EVENT_DEFAULT, &ea));
+  metrale_graph_t* ga = make_graph(a, sa, pa);
+  metrale_kernel_t* ka = mt_kernel(a, "empty_kernel");
+  metrale_stream_t* da = metrale_default_stream(a);
+  MT_OK(metrale_free(a, pa));
+  mt_close(a);
+
+  for (int i = 0; i < 20; ++i) {
+    metrale_context_t* b = mt_open(NULL);
+    mt_load_kernels(b);
+    /* B makes as many handles as A did: same slots, new values. */
+    metrale_stream_t* sb = NULL;
+    MT_OK(metrale_stream_create(b, &sb));
+    metrale_event_t* eb = NULL;
+    MT_OK(metrale_event_create(b, METRALE_EVENT_DEFAULT, &eb));
+    metrale_kernel_t* kb = mt_kernel(b, "empty_kernel");
+    assert_true(sb != sa && eb != ea && kb != ka && metrale_default_stream(b) != da);
+
+    MT_STATUS(metrale_stream_synchronize(b, sa), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_STATUS(metrale_stream_synchronize(b, da), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_STATUS(metrale_stream_destroy(b, sa), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_STATUS(metrale_event_query(b, ea, &(int){0}), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_STATUS(metrale_event_destroy(b, ea), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_STATUS(metrale_graph_launch(b, ga, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_STATUS(metrale_graph_destroy(b, ga), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_STATUS(metrale_launch(b, ka, ONE, ONE, 0, NULL, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_STATUS(metrale_stream_synchronize(a, sb), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_STATUS(metrale_stream_destroy(a, sa), METRALE_ERROR_INVALID_ARGUMENT);
+
+    MT_OK(metrale_launch(b, kb, ONE, ONE, 0, sb, NULL));
+    MT_OK(metrale_event_record(b, eb, sb));
+    MT_OK(metrale_stream_synchronize(b, sb));
+    MT_OK(metrale_event_destroy(b, eb));
+    MT_OK(metrale_stream_destroy(b, sb));
+    mt_close(b);
+  }
+}
+
+/* --- values that were never handles ------------------------------------------ */
+
+static void garbage_handles_are_refused(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_event_t* e = NULL;
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &e));
+  mt_load_kernels(ctx);
+  metrale_kernel_t* k = mt_kernel(ctx, "empty_kernel");
+
+  int on_stack = 0;
+  char* heap = malloc(256);
+  memset(heap, 0xAB, 256);
+  uintptr_t junk[16 + 4] = {1, 2, 8, 4095, 4096, 4097, 0x10000, (uintptr_t)&on_stack,
+                            (uintptr_t)heap, (uintptr_t)heap + 1, (uintptr_t)heap + 8,
+                            UINTPTR_MAX, UINTPTR_MAX - 1, (uintptr_t)1 << 62,
+                            ((uintptr_t)1 << 62) | 1, ((uintptr_t)1 << 62) | 3};
+  srand(12345);
+  for (int i = 16; i < 20; ++i) {
+    junk[i] = ((uintptr_t)rand() << 33) ^ ((uintptr_t)rand() << 11) ^ (uintptr_t)rand();
+  }
+  /* Handles of one kind passed as another. */
+  void* kinds[] = {s, e, k, ctx, metrale_default_stream(ctx)};
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 64, &p));
+  for (size_t i = 0; i < sizeof junk / sizeof junk[0] + 5; ++i) {
+    void* v = i < 20 ? (void*)junk[i] : kinds[i - 20];
+    if (v != (void*)ctx) {
+      MT_STATUS(metrale_alloc((metrale_context_t*)v, 64, &(metrale_devptr_t){0}),
+                METRALE_ERROR_INVALID_ARGUMENT);
+      MT_STATUS(metrale_context_destroy((metrale_context_t*)v), METRALE_ERROR_INVALID_ARGUMENT);
+      assert_int_equal(metrale_context_backend((metrale_context_t*)v), METRALE_BACKEND_AUTO);
+    }
+    if (v != (void*)s && v != (void*)metrale_default_stream(ctx)) {
+      MT_STATUS(metrale_memset_async(ctx, p, 1, 64, (metrale_stream_t*)v),
+                METRALE_ERROR_INVALID_ARGUMENT);
+      MT_STATUS(metrale_stream_destroy(ctx, (metrale_stream_t*)v), METRALE_ERROR_INVALID_ARGUMENT);
+    }
+    if (v != (void*)e) {
+      MT_STATUS(metrale_event_record(ctx, (metrale_event_t*)v, NULL),
+                METRALE_ERROR_INVALID_ARGUMENT);
+      MT_STATUS(metrale_event_destroy(ctx, (metrale_event_t*)v), METRALE_ERROR_INVALID_ARGUMENT);
+    }
+    MT_STATUS(metrale_graph_launch(ctx, (metrale_graph_t*)v, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_STATUS(metrale_graph_destroy(ctx, (metrale_graph_t*)v), METRALE_ERROR_INVALID_ARGUMENT);
+    if (v != (void*)k) {
+      MT_STATUS(metrale_launch(ctx, (metrale_kernel_t*)v, ONE, ONE, 0, NULL, NULL),
+                METRALE_ERROR_INVALID_ARGUMENT);
+    }
+  }
+  /* The heap block was never written by the library. */
+  for (int i = 0; i < 256; ++i) assert_int_equal((unsigned char)heap[i], 0xAB);
+  free(heap);
+  /* Everything real still works. */
+  MT_OK(metrale_launch(ctx, k, ONE, ONE, 0, s, NULL));
+  MT_OK(metrale_event_record(ctx, e, s));
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  MT_OK(metrale_event_destroy(ctx, e));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  MT_OK(metrale_free(ctx, p));
+  mt_close(ctx);
+}
+
+/* Bindings keep handles in pointer-typed fields (Go's collector looks at
+ * them): every handle value lies above 2^48, outside any user address. */
+static void handle_values_are_not_addresses(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_event_t* e = NULL;
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &e));
+  mt_load_kernels(ctx);
+  const uintptr_t floor = (uintptr_t)1 << 48;
+  assert_true((uintptr_t)ctx >= floor);
+  assert_true((uintptr_t)s >= floor);
+  assert_true((uintptr_t)e >= floor);
+  assert_true((uintptr_t)metrale_default_stream(ctx) >= floor);
+  assert_true((uintptr_t)mt_kernel(ctx, "empty_kernel") >= floor);
+  MT_OK(metrale_event_destroy(ctx, e));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+/* --- a destroy racing with use (a race in the caller) --------------------------- */
+
+struct racer {
+  metrale_context_t* ctx;
+  metrale_stream_t* s;
+  int bad;
+};
+
+static void* use_stream(void* arg) {
+  struct racer* r = arg;
+  for (int i = 0; i < 20000; ++i) {
+    metrale_status_t st = metrale_stream_synchronize(r->ctx, r->s);
+    if (st != METRALE_OK && st != METRALE_ERROR_INVALID_ARGUMENT) r->bad = 1;
+  }
+  return NULL;
+}
+
+static void use_racing_destroy_works_or_is_refused(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  /* On cuda the driver itself may fault on a destroyed stream. */
+  mt_require_host(ctx);
+  for (int round = 0; round < 20; ++round) {
+    struct racer r = {ctx, NULL, 0};
+    MT_OK(metrale_stream_create(ctx, &r.s));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, use_stream, &r), 0);
+    MT_OK(metrale_stream_destroy(ctx, r.s));
+    for (int i = 0; i < 100; ++i) {  /* churn: slots get reused meanwhile */
+      metrale_stream_t* x = NULL;
+      MT_OK(metrale_stream_create(ctx, &x));
+      MT_OK(metrale_stream_destroy(ctx, x));
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(r.bad, 0);
+    MT_STATUS(metrale_stream_synchronize(ctx, r.s), METRALE_ERROR_INVALID_ARGUMENT);
+  }
+  mt_close(ctx);
+}
+
+/* --- fork() --------------------------------------------------------------------- */
+
+/* Runs in the child: returns 0 when all holds, else the number of the
+ * first check that failed (the exit code). */
+static int child_checks(metrale_context_t* ctx, metrale_stream_t* s, metrale_devptr_t p) {
+  if (metrale_stream_synchronize(ctx, s) != METRALE_ERROR_INVALID_ARGUMENT) return 1;
+  if (strstr(metrale_last_error_message(), "fork") == NULL) return 2;
+  metrale_devptr_t q = 0;
+  if (metrale_alloc(ctx, 64, &q) != METRALE_ERROR_INVALID_ARGUMENT) return 3;
+  if (metrale_free(ctx, p) != METRALE_ERROR_INVALID_ARGUMENT) return 4;
+  if (metrale_context_destroy(ctx) != METRALE_ERROR_INVALID_ARGUMENT) return 5;
+  if (metrale_context_backend(ctx) != METRALE_BACKEND_AUTO) return 6;
+  /* The child may make its own context (host: the driver is the parent's). */
+  metrale_context_options_t o;
+  if (metrale_context_options_init(&o) != METRALE_OK) return 7;
+  o.backend = METRALE_BACKEND_HOST;
+  metrale_context_t* mine = NULL;
+  if (metrale_context_create(&o, &mine) != METRALE_OK) return 8;
+  if (mine == ctx) return 9;
+  if (metrale_alloc(mine, 64, &q) != METRALE_OK) return 10;
+  if (metrale_memset(mine, q, 5, 64) != METRALE_OK) return 11;
+  if (metrale_free(mine, q) != METRALE_OK) return 12;
+  if (metrale_context_destroy(mine) != METRALE_OK) return 13;
+  /* Still dead after the child made and destroyed contexts of its own. */
+  if (metrale_stream_synchronize(ctx, s) != METRALE_ERROR_INVALID_ARGUMENT) return 14;
+  return 0;
+}
+
+static void fork_child_cannot_use_parent_contexts(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 64, &p));
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    alarm(30); /* a call that waits on the parent's threads would hang: die instead */
+    _exit(child_checks(ctx, s, p));
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) != 0) print_message("child failed check %d\n", WEXITSTATUS(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  /* The parent's context is unaffected. */
+  MT_OK(metrale_memset_async(ctx, p, 3, 64, s));
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  MT_OK(metrale_free(ctx, p));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(stale_stream_never_comes_back),
+      cmocka_unit_test(stale_event_never_comes_back),
+      cmocka_unit_test(stale_graph_never_comes_back),
+      cmocka_unit_test(stale_kernel_never_comes_back),
+      cmocka_unit_test(double_destroy_leaves_the_new_ones_alone),
+      cmocka_unit_test(destroyed_context_stays_dead),
+      cmocka_unit_test(foreign_handles_are_refused),
+      cmocka_unit_test(handles_of_a_destroyed_context),
+      cmocka_unit_test(garbage_handles_are_refused),
+      cmocka_unit_test(handle_values_are_not_addresses),
+      cmocka_unit_test(use_racing_destroy_works_or_is_refused),
+      cmocka_unit_test(fork_child_cannot_use_parent_contexts),
+  };
+  return MT_RUN(tests);
+}
