@@ -39,7 +39,7 @@ void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
   if (entry.pad > 0) {
     entry.pad_slot = static_cast<uint32_t>(pads_.size());
     pads_.push_back(backend::Range{ptr + entry.bytes, entry.pad});
-    pad_owners_.push_back(ptr);
+    pad_owners_.push_back(PadOwner{ptr, entry.seq});
   }
   entries_[ptr] = entry;
 }
@@ -59,7 +59,7 @@ bool Ledger::take(DevPtr ptr, LedgerEntry* out) {
     if (slot + 1 != pads_.size()) {
       pads_[slot] = pads_.back();
       pad_owners_[slot] = pad_owners_.back();
-      entries_[pad_owners_[slot]].pad_slot = slot;
+      entries_[pad_owners_[slot].ptr].pad_slot = slot;
     }
     pads_.pop_back();
     pad_owners_.pop_back();
@@ -83,13 +83,13 @@ void Ledger::restore(DevPtr ptr, const LedgerEntry& entry) {
     if (slot < pads_.size()) {
       pads_.push_back(pads_[slot]);
       pad_owners_.push_back(pad_owners_[slot]);
-      entries_[pad_owners_.back()].pad_slot = static_cast<uint32_t>(pads_.size() - 1);
+      entries_[pad_owners_.back().ptr].pad_slot = static_cast<uint32_t>(pads_.size() - 1);
       pads_[slot] = backend::Range{ptr + e.bytes, e.pad};
-      pad_owners_[slot] = ptr;
+      pad_owners_[slot] = PadOwner{ptr, e.seq};
     } else {
       e.pad_slot = static_cast<uint32_t>(pads_.size());
       pads_.push_back(backend::Range{ptr + e.bytes, e.pad});
-      pad_owners_.push_back(ptr);
+      pad_owners_.push_back(PadOwner{ptr, e.seq});
     }
   }
   entries_[ptr] = e;
@@ -106,15 +106,17 @@ bool Ledger::lookup(DevPtr ptr, LedgerEntry* out) const {
 void Ledger::pads(std::vector<backend::Range>* pads, std::vector<DevPtr>* owners) const {
   std::lock_guard<std::mutex> lock(mutex_);
   *pads = pads_;
-  *owners = pad_owners_;
+  owners->clear();
+  owners->reserve(pad_owners_.size());
+  for (const PadOwner& o : pad_owners_) owners->push_back(o.ptr);
 }
 
 void Ledger::pads(std::vector<backend::Range>* pads, std::vector<PadOwner>* owners) const {
   std::lock_guard<std::mutex> lock(mutex_);
   *pads = pads_;
-  owners->clear();
-  owners->reserve(pad_owners_.size());
-  for (DevPtr p : pad_owners_) owners->push_back(PadOwner{p, entries_.at(p).seq});
+  // The seqs sit beside the pads: no entry lookup per pad (a cold hash
+  // probe each, 1.5 ms at 100k zones).
+  *owners = pad_owners_;
 }
 
 size_t Ledger::pad_count() const {
@@ -134,7 +136,7 @@ std::vector<backend::Range> Ledger::pads_with_seq(uint64_t lo, uint64_t hi) cons
   std::vector<backend::Range> out;
   std::lock_guard<std::mutex> lock(mutex_);
   for (size_t i = 0; i < pads_.size(); ++i) {
-    const uint64_t seq = entries_.at(pad_owners_[i]).seq;
+    const uint64_t seq = pad_owners_[i].seq;
     if (seq >= lo && seq < hi) out.push_back(pads_[i]);
   }
   return out;

@@ -120,7 +120,7 @@ class Ledger {
   std::unordered_map<DevPtr, LedgerEntry> entries_;
   // The pad table, dense: a freed slot takes the last one's place.
   std::vector<backend::Range> pads_;
-  std::vector<DevPtr> pad_owners_;
+  std::vector<PadOwner> pad_owners_;  // beside pads_: owner and its seq
   std::deque<Site> sites_;  // deque: a Site's file string never moves
   std::unordered_map<SiteKey, uint32_t, SiteKeyHash> site_ids_;
   size_t live_bytes_ = 0;

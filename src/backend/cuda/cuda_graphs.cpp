@@ -1,4 +1,5 @@
 // Graphs by stream capture: capture a stream's work, instantiate it, replay.
+#include "backend/cuda/capture_mode.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 
 namespace metrale::backend::cuda_impl {
@@ -43,9 +44,16 @@ GraphHandle CudaBackend::capture_end(StreamHandle s) {
   if (graph == nullptr)
     raise(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "cuStreamEndCapture", "no graph came back");
   CUgraphExec exec = nullptr;
-  rc = api_.graphInstantiateWithFlags(&exec, graph, 0);
-  // The executable graph is independent of the graph it was made from.
-  api_.graphDestroy(graph);
+  {
+    // Instantiating is an unsafe call while this thread has another capture
+    // open (two streams captured at once): probed on an H200, it fails with
+    // STREAM_CAPTURE_UNSUPPORTED in thread-local mode. It touches neither
+    // capture, so relaxed mode is right for it.
+    RelaxedCaptureMode relaxed(api_);
+    rc = api_.graphInstantiateWithFlags(&exec, graph, 0);
+    // The executable graph is independent of the graph it was made from.
+    api_.graphDestroy(graph);
+  }
   check(rc, "cuGraphInstantiateWithFlags");
   return reinterpret_cast<GraphHandle>(exec);
 }
@@ -75,6 +83,7 @@ void CudaBackend::graph_launch(GraphHandle g, StreamHandle s) {
 void CudaBackend::graph_destroy(GraphHandle g) {
   if (g == 0) return;
   make_current();
+  RelaxedCaptureMode relaxed(api_);  // beside another capture of this thread
   CUresult rc = api_.graphExecDestroy(as_exec(g));
   if (rc != CUDA_SUCCESS && !is_teardown_noop(rc)) raise(rc, "cuGraphExecDestroy");
 }
