@@ -920,7 +920,9 @@ metrale_status_t metrale_kernel_timing_enable(metrale_context_t* ctx, int on);
 /** Per-kernel launches and total time, in first-launch order. Waits for the
  *  timed launches made before the call to finish (launches made meanwhile
  *  by other threads may or may not be in). `launches` counts the launches
- *  whose time is in total_ms.
+ *  whose time is in total_ms, never 0: a kernel is listed once one of its
+ *  timed launches has been resolved (one whose launches all failed, or all
+ *  lost their timing, is not listed, though it holds one of the rows).
  *  Memory is bounded, however long timing stays on without a read:
  *  - at most 4096 timed launches wait to be resolved. When a launch finds
  *    4096 waiting, it first resolves those already finished (without

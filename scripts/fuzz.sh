@@ -36,5 +36,6 @@ fi
 mkdir -p "$build/corpus" "$build/artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-"$harness" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len=4096 \
+# -error_exitcode: libFuzzer's default, 77, is what Meson reads as "skipped".
+"$harness" -max_total_time="$secs" -error_exitcode=1 -timeout=20 -rss_limit_mb=2048 -max_len=4096 \
   -print_final_stats=1 -artifact_prefix="$build/artifacts/" "$@" "$build/corpus" fuzz/corpus

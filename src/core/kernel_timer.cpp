@@ -142,9 +142,16 @@ void KernelTimer::finish_front(backend::Backend& b, StreamHandle s, double ms) {
 }
 
 size_t KernelTimer::read(metrale_kernel_timing_t* out, size_t cap) const {
+  // A row is made before its first launch is taken: one whose launches all
+  // failed or lost their timing has nothing to say yet and is not listed.
   std::lock_guard<std::mutex> lock(mutex_);
-  for (size_t i = 0; i < rows_.size() && i < cap; ++i) out[i] = rows_[i];
-  return rows_.size();
+  size_t n = 0;
+  for (const metrale_kernel_timing_t& row : rows_) {
+    if (row.launches == 0) continue;
+    if (n < cap) out[n] = row;
+    ++n;
+  }
+  return n;
 }
 
 void KernelTimer::release(backend::Backend& b) noexcept {
