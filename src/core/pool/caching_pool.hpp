@@ -33,6 +33,7 @@
 
 #include "core/pool/block.hpp"
 #include "core/pool/chunk_source.hpp"
+#include "core/pool/node_recycler.hpp"
 #include "core/pool/pool_stats.hpp"
 #include "core/pool/stream_state.hpp"
 
@@ -89,7 +90,10 @@ class CachingPool {
   std::unordered_map<StreamId, std::unique_ptr<StreamState>> streams_;
   StreamId last_stream_ = 0;
   StreamState* last_state_ = nullptr;
-  std::unordered_map<DevPtr, Block*> allocated_;
+  // Handed-out blocks by address; nodes recycled (no malloc per allocation).
+  std::unordered_map<DevPtr, Block*, std::hash<DevPtr>, std::equal_to<DevPtr>,
+                     NodeRecycler<std::pair<const DevPtr, Block*>>>
+      allocated_;
   std::vector<Block*> pending_;
   std::vector<std::unique_ptr<Chunk>> chunks_;
   std::deque<Block> block_storage_;
