@@ -136,6 +136,27 @@ void cross_stream() {
   CHECK_EQ(pool.allocate(30 * MiB, S3), d);
 }
 
+// An event covers the frees before its record only: a later free on the
+// same stream waits for a later event.
+void event_covers_earlier_frees_only() {
+  FakeChunkSource src;
+  CachingPool pool(src);
+  const DevPtr a = pool.allocate(12 * MiB, S1);  // a 12 MiB chunk each
+  const DevPtr c = pool.allocate(12 * MiB, S1);
+  CHECK(pool.free(a));
+  CHECK(pool.allocate(12 * MiB, S2) != a);  // records E1 on S1, covering a
+  CHECK_EQ(src.records, 1u);
+  CHECK(pool.free(c));
+  src.complete_all();                        // E1 done; c's free is after it
+  CHECK_EQ(pool.allocate(12 * MiB, S2), a);
+  const DevPtr d = pool.allocate(12 * MiB, S2);
+  CHECK(d != c);
+  CHECK_EQ(src.allocs, 4u);
+  CHECK_EQ(src.records, 2u);  // E2 on S1, covering c
+  src.complete_all();
+  CHECK_EQ(pool.allocate(12 * MiB, S2), c);
+}
+
 void record_stream() {
   FakeChunkSource src;
   CachingPool pool(src);
@@ -430,6 +451,7 @@ int main(int argc, char** argv) {
       {"rounding", rounding},
       {"same_stream_reuse", same_stream_reuse},
       {"cross_stream", cross_stream},
+      {"event_covers_earlier_frees_only", event_covers_earlier_frees_only},
       {"record_stream", record_stream},
       {"split_and_coalesce", split_and_coalesce},
       {"trim", trim},
