@@ -206,21 +206,20 @@ void CachingPool::insert_free(Block* b, StreamState& owner) {
 }
 
 bool CachingPool::free(DevPtr ptr) {
-  StreamId s;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = allocated_.find(ptr);
-    if (it == allocated_.end()) return false;
-    s = it->second->stream;
-  }
-  return free_on(ptr, s);
+  std::lock_guard<std::mutex> lock(mu_);
+  return free_locked(ptr, nullptr);
 }
 
 bool CachingPool::free_on(DevPtr ptr, StreamId stream) {
   std::lock_guard<std::mutex> lock(mu_);
+  return free_locked(ptr, &stream);
+}
+
+bool CachingPool::free_locked(DevPtr ptr, const StreamId* on) {
   auto it = allocated_.find(ptr);
   if (it == allocated_.end()) return false;
   Block* b = it->second;
+  const StreamId stream = on != nullptr ? *on : b->stream;
   StreamState& owner = state_for(stream);
   b->uses.erase(std::remove(b->uses.begin(), b->uses.end(), stream), b->uses.end());
   // Events first: a failing record leaves the block handed out, as before.

@@ -82,6 +82,8 @@ class CachingPool {
   Block* fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream);
   Block* split(Block* b, size_t size, StreamState& owner);
   void insert_free(Block* b, StreamState& owner);
+  // on == nullptr: the stream the block was allocated on.
+  bool free_locked(DevPtr ptr, const StreamId* on);
   void promote_pending(bool wait);
   size_t release_cached(size_t keep_bytes);
 

@@ -6,7 +6,12 @@ Block* FreeIndex::best_fit(size_t size, uint64_t max_epoch) const {
   Block key;
   key.size = size;
   key.ptr = 0;
-  for (auto it = set_.lower_bound(&key); it != set_.end(); ++it) {
+  auto it = set_.lower_bound(&key);
+  if (max_epoch == UINT64_MAX) return it == set_.end() ? nullptr : *it;
+  // Another stream's look: skip blocks freed after the newest completed
+  // event, but only so far (a stream with many fresh frees must not make
+  // every miss elsewhere a long walk); a miss fetches a chunk instead.
+  for (size_t n = 0; it != set_.end() && n < kMaxScan; ++it, ++n) {
     if ((*it)->epoch <= max_epoch) return *it;
   }
   return nullptr;

@@ -25,9 +25,12 @@ class FreeIndex {
   // The largest free block, 0 when empty.
   size_t largest() const { return set_.empty() ? 0 : (*set_.rbegin())->size; }
 
+  // How many too-new blocks a look from another stream skips at most.
+  static constexpr size_t kMaxScan = 64;
   // The best fit for `size` whose epoch is at most `max_epoch` (a block freed
-  // after the newest completed event is skipped); nullptr when none. With
-  // max_epoch = UINT64_MAX (the owner stream itself) this is one lookup.
+  // after the newest completed event is skipped, up to kMaxScan of them);
+  // nullptr when none. With max_epoch = UINT64_MAX (the owner stream
+  // itself) this is one lookup.
   Block* best_fit(size_t size, uint64_t max_epoch) const;
   // Whether some block of at least `size` exists, ready or not.
   bool has_fit(size_t size) const;
