@@ -304,7 +304,9 @@ void oom_retry() {
 // A random sequence against a model of what must hold.
 void random_model() {
   FakeChunkSource src;
+  src.capacity = 1024 * MiB;  // out-of-memory now and then: release, retry, or fail
   CachingPool pool(src);
+  size_t ooms = 0;
   std::mt19937_64 rng(12345);
   struct Live {
     size_t size, requested;
@@ -326,7 +328,17 @@ void random_model() {
     if (r < 50 || live.empty()) {
       const size_t bytes = pick_size();
       const StreamId s = streams[rng() % 4];
-      const DevPtr p = pool.allocate(bytes, s);
+      DevPtr p = 0;
+      try {
+        p = pool.allocate(bytes, s);
+      } catch (const metrale::Error& e) {
+        if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) exact = false;
+        ++ooms;  // nothing handed out; the cache may have been released
+      }
+      if (p == 0) {
+        if (pool.stats().blocks_in_use != live.size()) exact = false;
+        continue;
+      }
       // Rounded, or a whole large block when the rest was not worth a split.
       const size_t sz = pool.block_size(p);
       if (sz < round_size(bytes) ||
@@ -374,6 +386,9 @@ void random_model() {
     if (!exact) break;
   }
   CHECK(exact);
+  std::printf("  %zu allocations refused (out of memory), %llu chunks fetched, %llu given back\n",
+              ooms, (unsigned long long)src.allocs, (unsigned long long)src.frees);
+  CHECK(ooms > 0);
   for (auto& kv : live) pool.free(kv.first);
   pool.trim(0);
   const PoolStats st = pool.stats();
