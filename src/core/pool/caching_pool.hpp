@@ -51,7 +51,10 @@ class CachingPool {
   // A block of at least `bytes` (rounded to 512) usable on `stream`.
   // OUT_OF_MEMORY (metrale::Error) when the source has no chunk for it even
   // after the cache was released; the message names the pool's cached and
-  // in-use bytes. Other source errors propagate; nothing changed then.
+  // in-use bytes. Nothing is handed out then, but the cache released before
+  // the retry stays released (reserved and chunk_frees show it), the one
+  // visible trace of a failed call. Other source errors propagate with
+  // nothing changed.
   DevPtr allocate(size_t bytes, StreamId stream);
   // Frees a block on the stream it was allocated on. False (nothing done)
   // when ptr is not a block this pool handed out.
