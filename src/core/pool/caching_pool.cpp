@@ -1,0 +1,300 @@
+#include "core/pool/caching_pool.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "backend/error.hpp"
+#include "core/pool/size_class.hpp"
+
+namespace metrale::core::pool {
+
+CachingPool::CachingPool(ChunkSource& source) : src_(source) {}
+
+CachingPool::~CachingPool() {
+  try {
+    promote_pending(true);
+    for (auto& kv : streams_) kv.second->wait_all(src_);
+  } catch (...) {
+    // A lost device: give the memory back regardless.
+  }
+  for (auto& c : chunks_) {
+    try {
+      src_.chunk_free(c->base, c->size);
+    } catch (...) {
+    }
+  }
+  for (auto& kv : streams_) {
+    try {
+      kv.second->release_events(src_);
+    } catch (...) {
+    }
+  }
+  for (EventId e : spare_events_) {
+    try {
+      src_.event_destroy(e);
+    } catch (...) {
+    }
+  }
+}
+
+StreamState& CachingPool::state_for(StreamId s) {
+  if (last_state_ != nullptr && last_stream_ == s) return *last_state_;
+  auto& slot = streams_[s];
+  if (!slot) slot = std::make_unique<StreamState>(s);
+  last_stream_ = s;
+  last_state_ = slot.get();
+  return *slot;
+}
+
+Block* CachingPool::new_block() {
+  if (!spare_blocks_.empty()) {
+    Block* b = spare_blocks_.back();
+    spare_blocks_.pop_back();
+    return b;
+  }
+  return &block_storage_.emplace_back();
+}
+
+void CachingPool::recycle(Block* b) {
+  b->prev = b->next = nullptr;
+  b->chunk = nullptr;
+  b->uses.clear();
+  b->pending_events.clear();
+  b->epoch = 0;
+  b->requested = 0;
+  spare_blocks_.push_back(b);
+}
+
+Block* CachingPool::take_from_other_streams(size_t size, bool small, StreamId stream,
+                                            StreamState** owner) {
+  Block* best = nullptr;
+  for (auto& kv : streams_) {
+    if (kv.first == stream) continue;
+    StreamState& s = *kv.second;
+    FreeIndex& idx = s.index(small);
+    if (!idx.has_fit(size)) continue;
+    Block* c = idx.best_fit(size, s.ready_epoch(src_));
+    if (c == nullptr) {
+      s.cover_frees(src_);  // so that a later look may find them ready
+      continue;
+    }
+    if (best == nullptr || c->size < best->size) {
+      best = c;
+      *owner = &s;
+    }
+  }
+  if (best != nullptr) (*owner)->index(small).erase(best);
+  return best;
+}
+
+Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream) {
+  const size_t csize = chunk_size_for(size);
+  DevPtr base = src_.chunk_alloc(csize);
+  size_t released = 0;
+  if (base == 0) {
+    released = release_cached(0);
+    base = src_.chunk_alloc(csize);
+  }
+  if (base == 0) {
+    fail(METRALE_ERROR_OUT_OF_MEMORY,
+         "pool: no chunk of " + std::to_string(csize) + " bytes for a request of " +
+             std::to_string(bytes) + " bytes on stream " + std::to_string(stream) +
+             " (released " + std::to_string(released) +
+             " cached bytes and retried once); the pool holds " +
+             std::to_string(st_.reserved - st_.in_use) + " bytes cached and " +
+             std::to_string(st_.in_use) + " bytes in use");
+  }
+  auto chunk = std::make_unique<Chunk>();
+  chunk->base = base;
+  chunk->size = csize;
+  chunk->small = small;
+  chunk->serial = ++chunk_serial_;
+  Block* b = new_block();
+  b->ptr = base;
+  b->size = csize;
+  b->chunk = chunk.get();
+  b->stream = stream;
+  b->epoch = 0;
+  b->state = BlockState::FREE;
+  chunk->first = b;
+  chunks_.push_back(std::move(chunk));
+  st_.reserved += csize;
+  ++st_.chunk_allocs;
+  return b;
+}
+
+Block* CachingPool::split(Block* b, size_t size, StreamState& owner) {
+  if (!should_split(b->size, size)) return b;
+  Block* r = new_block();
+  r->ptr = b->ptr + size;
+  r->size = b->size - size;
+  r->chunk = b->chunk;
+  r->stream = owner.id();
+  r->epoch = b->epoch;
+  r->state = BlockState::FREE;
+  r->prev = b;
+  r->next = b->next;
+  if (b->next != nullptr) b->next->prev = r;
+  b->next = r;
+  b->size = size;
+  owner.index(b->chunk->small).insert(r);
+  return b;
+}
+
+DevPtr CachingPool::allocate(size_t bytes, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes > kMaxRequest) {
+    fail(METRALE_ERROR_OUT_OF_MEMORY,
+         "pool: a request of " + std::to_string(bytes) + " bytes can never be served");
+  }
+  const size_t size = round_size(bytes);
+  const bool small = is_small(size);
+  if (!pending_.empty()) promote_pending(false);
+  StreamState& mine = state_for(stream);
+  StreamState* owner = &mine;
+  Block* b = mine.index(small).best_fit(size, UINT64_MAX);
+  if (b != nullptr) {
+    mine.index(small).erase(b);
+  } else {
+    b = take_from_other_streams(size, small, stream, &owner);
+    if (b == nullptr) {
+      b = fetch_chunk(size, bytes, small, stream);
+      owner = &mine;
+    }
+  }
+  // Nothing below throws except allocation failures of the index and map.
+  split(b, size, *owner);
+  b->state = BlockState::ALLOCATED;
+  b->stream = stream;
+  b->requested = bytes;
+  b->epoch = 0;
+  allocated_.emplace(b->ptr, b);
+  st_.in_use += b->size;
+  st_.requested += bytes;
+  ++st_.blocks_in_use;
+  if (st_.in_use > st_.peak_in_use) st_.peak_in_use = st_.in_use;
+  return b->ptr;
+}
+
+void CachingPool::insert_free(Block* b, StreamState& owner) {
+  FreeIndex& idx = owner.index(b->chunk->small);
+  b->state = BlockState::FREE;
+  b->stream = owner.id();
+  auto mergeable = [&](const Block* n) {
+    return n != nullptr && n->state == BlockState::FREE && n->stream == owner.id();
+  };
+  if (mergeable(b->prev)) {
+    Block* p = b->prev;
+    idx.erase(p);
+    p->size += b->size;
+    p->epoch = std::max(p->epoch, b->epoch);
+    p->next = b->next;
+    if (b->next != nullptr) b->next->prev = p;
+    recycle(b);
+    b = p;
+  }
+  if (mergeable(b->next)) {
+    Block* n = b->next;
+    idx.erase(n);
+    b->size += n->size;
+    b->epoch = std::max(b->epoch, n->epoch);
+    b->next = n->next;
+    if (n->next != nullptr) n->next->prev = b;
+    recycle(n);
+  }
+  idx.insert(b);
+}
+
+bool CachingPool::free(DevPtr ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return free_locked(ptr, nullptr);
+}
+
+bool CachingPool::free_on(DevPtr ptr, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return free_locked(ptr, &stream);
+}
+
+bool CachingPool::free_locked(DevPtr ptr, const StreamId* on) {
+  auto it = allocated_.find(ptr);
+  if (it == allocated_.end()) return false;
+  Block* b = it->second;
+  const StreamId stream = on != nullptr ? *on : b->stream;
+  StreamState& owner = state_for(stream);
+  b->uses.erase(std::remove(b->uses.begin(), b->uses.end(), stream), b->uses.end());
+  // Events first: a failing record leaves the block handed out, as before.
+  std::vector<EventId> events;
+  try {
+    for (StreamId u : b->uses) {
+      EventId e;
+      if (!spare_events_.empty()) {
+        e = spare_events_.back();
+        spare_events_.pop_back();
+      } else {
+        e = src_.event_create();
+      }
+      events.push_back(e);
+      src_.event_record(e, u);
+    }
+  } catch (...) {
+    spare_events_.insert(spare_events_.end(), events.begin(), events.end());
+    throw;
+  }
+  allocated_.erase(it);
+  st_.in_use -= b->size;
+  st_.requested -= b->requested;
+  --st_.blocks_in_use;
+  b->requested = 0;
+  b->uses.clear();
+  b->epoch = owner.next_epoch();
+  b->stream = stream;
+  if (events.empty()) {
+    insert_free(b, owner);
+  } else {
+    b->state = BlockState::PENDING;
+    b->pending_events = std::move(events);
+    pending_.push_back(b);
+    ++st_.blocks_pending;
+  }
+  return true;
+}
+
+void CachingPool::promote_pending(bool wait) {
+  for (size_t i = 0; i < pending_.size();) {
+    Block* b = pending_[i];
+    bool done = true;
+    for (EventId e : b->pending_events) {
+      if (wait) {
+        src_.event_wait(e);
+      } else if (!src_.event_query(e)) {
+        done = false;
+        break;
+      }
+    }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    spare_events_.insert(spare_events_.end(), b->pending_events.begin(),
+                         b->pending_events.end());
+    b->pending_events.clear();
+    pending_[i] = pending_.back();
+    pending_.pop_back();
+    --st_.blocks_pending;
+    insert_free(b, state_for(b->stream));
+  }
+}
+
+bool CachingPool::record_stream(DevPtr ptr, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocated_.find(ptr);
+  if (it == allocated_.end()) return false;
+  Block* b = it->second;
+  if (stream != b->stream &&
+      std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
+    b->uses.push_back(stream);
+  }
+  return true;
+}
+
+}  // namespace metrale::core::pool

@@ -1,0 +1,111 @@
+// The stream-ordered caching pool: device memory in blocks cut from chunks
+// that a ChunkSource provides, cached on free and handed out again.
+//
+// - Size classes (size_class.hpp): 512-byte rounding, small blocks from
+//   2 MiB chunks, large ones from 20 MiB or own-size chunks.
+// - Best fit per stream (free_index.hpp), splitting, and coalescing with
+//   free neighbours of the same chunk owned by the same stream.
+// - Stream order (stream_state.hpp): a block freed on stream S is reusable at
+//   once on S; another stream takes it only once an event on S covering the
+//   free has completed (non-blocking query; otherwise a new chunk). A block
+//   marked as used on other streams (record_stream) waits, after its free,
+//   for an event recorded at the free on each of those streams before it is
+//   reusable even on S.
+// - trim(keep) and the out-of-memory retry give whole free chunks back,
+//   largest first: the fewest source calls reach the goal, and the small
+//   2 MiB chunks that serve the frequent small sizes stay cached longest.
+//
+// Thread safety: every public method is thread-safe. One mutex guards all
+// state: the per-stream states, the allocated-block map, the pending list,
+// the chunk list and the counters. Source calls (chunk_alloc included) are
+// made with it held. The per-stream state is already separate, so a later
+// step can give each stream its own lock and keep the global one only for
+// chunk fetches, cross-stream takes, trim and stats.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/pool/block.hpp"
+#include "core/pool/chunk_source.hpp"
+#include "core/pool/node_recycler.hpp"
+#include "core/pool/pool_stats.hpp"
+#include "core/pool/stream_state.hpp"
+
+namespace metrale::core::pool {
+
+class CachingPool {
+ public:
+  explicit CachingPool(ChunkSource& source);
+  // Waits for the streams' events and gives every chunk back, blocks still
+  // handed out included (reporting them is the ledger's job).
+  ~CachingPool();
+  CachingPool(const CachingPool&) = delete;
+  CachingPool& operator=(const CachingPool&) = delete;
+
+  // A block of at least `bytes` (rounded to 512) usable on `stream`.
+  // OUT_OF_MEMORY (metrale::Error) when the source has no chunk for it even
+  // after the cache was released; the message names the pool's cached and
+  // in-use bytes. Nothing is handed out then, but the cache released before
+  // the retry stays released (reserved and chunk_frees show it), the one
+  // visible trace of a failed call. Other source errors propagate with
+  // nothing changed.
+  DevPtr allocate(size_t bytes, StreamId stream);
+  // Frees a block on the stream it was allocated on. False (nothing done)
+  // when ptr is not a block this pool handed out.
+  bool free(DevPtr ptr);
+  // Frees a block on `stream`: the caller has ordered every use of the
+  // block before this point of `stream` (as with cuMemFreeAsync), except
+  // uses on streams marked with record_stream, which get an event each.
+  bool free_on(DevPtr ptr, StreamId stream);
+  // Marks a handed-out block as used on `stream` too (like torch's
+  // record_stream). False when ptr is not handed out.
+  bool record_stream(DevPtr ptr, StreamId stream);
+  // Gives whole free chunks back, largest first, until at most keep_bytes
+  // are cached. Waits for the events of pending frees first. Returns the
+  // bytes given back.
+  size_t trim(size_t keep_bytes);
+
+  PoolStats stats() const;
+  void reset_peak();
+  // The rounded size of a handed-out block; 0 when ptr is not one.
+  size_t block_size(DevPtr ptr) const;
+
+ private:
+  StreamState& state_for(StreamId s);
+  Block* new_block();
+  void recycle(Block* b);
+  Block* take_from_other_streams(size_t size, bool small, StreamId stream,
+                                 StreamState** owner);
+  Block* fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream);
+  Block* split(Block* b, size_t size, StreamState& owner);
+  void insert_free(Block* b, StreamState& owner);
+  // on == nullptr: the stream the block was allocated on.
+  bool free_locked(DevPtr ptr, const StreamId* on);
+  void promote_pending(bool wait);
+  size_t release_cached(size_t keep_bytes);
+
+  ChunkSource& src_;
+  mutable std::mutex mu_;
+  std::unordered_map<StreamId, std::unique_ptr<StreamState>> streams_;
+  StreamId last_stream_ = 0;
+  StreamState* last_state_ = nullptr;
+  // Handed-out blocks by address; nodes recycled (no malloc per allocation).
+  std::unordered_map<DevPtr, Block*, std::hash<DevPtr>, std::equal_to<DevPtr>,
+                     NodeRecycler<std::pair<const DevPtr, Block*>>>
+      allocated_;
+  std::vector<Block*> pending_;
+  std::vector<std::unique_ptr<Chunk>> chunks_;
+  std::deque<Block> block_storage_;
+  std::vector<Block*> spare_blocks_;
+  std::vector<EventId> spare_events_;  // for record_stream frees
+  uint64_t chunk_serial_ = 0;
+  PoolStats st_;  // reserved, in_use, requested, peak, chunk counts, blocks
+};
+
+}  // namespace metrale::core::pool

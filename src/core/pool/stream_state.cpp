@@ -1,0 +1,53 @@
+#include "core/pool/stream_state.hpp"
+
+namespace metrale::core::pool {
+
+EventId StreamState::take_event(ChunkSource& src) {
+  if (!spare_events_.empty()) {
+    const EventId e = spare_events_.back();
+    spare_events_.pop_back();
+    return e;
+  }
+  return src.event_create();
+}
+
+uint64_t StreamState::ready_epoch(ChunkSource& src) {
+  while (!in_flight_.empty() && src.event_query(in_flight_.front().event)) {
+    done_ = in_flight_.front().epoch;
+    spare_events_.push_back(in_flight_.front().event);
+    in_flight_.pop_front();
+  }
+  return done_;
+}
+
+void StreamState::cover_frees(ChunkSource& src) {
+  if (free_count_ == recorded_) return;
+  const EventId e = take_event(src);
+  try {
+    src.event_record(e, id_);
+  } catch (...) {
+    spare_events_.push_back(e);
+    throw;
+  }
+  in_flight_.push_back({e, free_count_});
+  recorded_ = free_count_;
+}
+
+void StreamState::wait_all(ChunkSource& src) {
+  cover_frees(src);
+  while (!in_flight_.empty()) {
+    src.event_wait(in_flight_.front().event);
+    done_ = in_flight_.front().epoch;
+    spare_events_.push_back(in_flight_.front().event);
+    in_flight_.pop_front();
+  }
+}
+
+void StreamState::release_events(ChunkSource& src) {
+  for (const InFlight& f : in_flight_) src.event_destroy(f.event);
+  in_flight_.clear();
+  for (EventId e : spare_events_) src.event_destroy(e);
+  spare_events_.clear();
+}
+
+}  // namespace metrale::core::pool

@@ -1,0 +1,110 @@
+// A ChunkSource for the pool's tests and benchmark: chunks are addresses
+// handed out from a counter (the pool never touches the memory, so 1M live
+// blocks or 64 MiB chunks cost nothing), an optional capacity makes
+// chunk_alloc answer 0 (out of memory), and events complete only when the
+// test says so (or event_wait is called, which stands for blocking on them).
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "core/pool/chunk_source.hpp"
+
+namespace pooltest {
+
+using metrale::core::pool::DevPtr;
+using metrale::core::pool::EventId;
+using metrale::core::pool::StreamId;
+
+class FakeChunkSource final : public metrale::core::pool::ChunkSource {
+ public:
+  struct Event {
+    bool recorded = false;
+    bool complete = true;
+    StreamId stream = 0;
+  };
+
+  DevPtr chunk_alloc(size_t bytes) override {
+    std::lock_guard<std::mutex> l(mu);
+    if (outstanding + bytes > capacity) {
+      ++failed_allocs;
+      return 0;
+    }
+    const DevPtr p = next;
+    next += bytes + (size_t{1} << 21);  // a gap: chunks are never adjacent
+    outstanding += bytes;
+    ++allocs;
+    live[p] = bytes;
+    return p;
+  }
+  void chunk_free(DevPtr ptr, size_t bytes) override {
+    std::lock_guard<std::mutex> l(mu);
+    auto it = live.find(ptr);
+    if (it == live.end() || it->second != bytes) ++bad_frees;
+    if (it != live.end()) live.erase(it);
+    outstanding -= bytes;
+    ++frees;
+    freed_sizes.push_back(bytes);
+  }
+  EventId event_create() override {
+    std::lock_guard<std::mutex> l(mu);
+    events[++last_event] = Event{};
+    return last_event;
+  }
+  void event_destroy(EventId e) override {
+    std::lock_guard<std::mutex> l(mu);
+    events.erase(e);
+  }
+  void event_record(EventId e, StreamId s) override {
+    std::lock_guard<std::mutex> l(mu);
+    Event& ev = events.at(e);
+    ev.recorded = true;
+    ev.complete = auto_complete;
+    ev.stream = s;
+    ++records;
+  }
+  bool event_query(EventId e) override {
+    std::lock_guard<std::mutex> l(mu);
+    return events.at(e).complete;
+  }
+  void event_wait(EventId e) override {
+    std::lock_guard<std::mutex> l(mu);
+    events.at(e).complete = true;
+    ++waits;
+  }
+
+  // The test's side: the work before every recorded event has finished.
+  void complete_all() {
+    std::lock_guard<std::mutex> l(mu);
+    for (auto& kv : events) kv.second.complete = true;
+  }
+  // Completes the events recorded on stream s only.
+  void complete_stream(StreamId s) {
+    std::lock_guard<std::mutex> l(mu);
+    for (auto& kv : events)
+      if (kv.second.stream == s) kv.second.complete = true;
+  }
+  size_t incomplete() {
+    std::lock_guard<std::mutex> l(mu);
+    size_t n = 0;
+    for (auto& kv : events) n += kv.second.recorded && !kv.second.complete;
+    return n;
+  }
+
+  std::mutex mu;
+  size_t capacity = ~size_t{0} / 2;
+  bool auto_complete = false;
+  DevPtr next = DevPtr{1} << 32;
+  size_t outstanding = 0;
+  uint64_t allocs = 0, frees = 0, failed_allocs = 0, bad_frees = 0;
+  uint64_t records = 0, waits = 0;
+  EventId last_event = 0;
+  std::map<EventId, Event> events;
+  std::map<DevPtr, size_t> live;
+  std::vector<size_t> freed_sizes;
+};
+
+}  // namespace pooltest

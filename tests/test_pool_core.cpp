@@ -1,0 +1,499 @@
+// The caching pool class on its own (src/core/pool), compiled into this
+// program with a fake chunk source whose events complete when the test says
+// so. Plain checks: every failure prints its line; the exit status is 1 when
+// any check failed, 0 otherwise. Usage: test_pool_core [CASE]
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/error.hpp"
+#include "core/pool/caching_pool.hpp"
+#include "core/pool/size_class.hpp"
+#include "fake_chunk_source.hpp"
+
+using namespace metrale::core::pool;
+using pooltest::FakeChunkSource;
+
+namespace {
+
+std::atomic<int> g_failures{0};
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      std::printf("  FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond);          \
+      g_failures.fetch_add(1);                                                 \
+    }                                                                          \
+  } while (0)
+#define CHECK_EQ(a, b)                                                         \
+  do {                                                                         \
+    const auto va_ = (a);                                                      \
+    const auto vb_ = (b);                                                      \
+    if (!(va_ == vb_)) {                                                       \
+      std::printf("  FAILED %s:%d: %s == %s (%llu vs %llu)\n", __FILE__,       \
+                  __LINE__, #a, #b, (unsigned long long)va_,                   \
+                  (unsigned long long)vb_);                                    \
+      g_failures.fetch_add(1);                                                 \
+    }                                                                          \
+  } while (0)
+
+constexpr size_t KiB = 1024, MiB = 1024 * 1024;
+constexpr StreamId S1 = 0x100, S2 = 0x200, S3 = 0x300;
+
+void rounding() {
+  CHECK_EQ(round_size(0), 512u);
+  CHECK_EQ(round_size(1), 512u);
+  CHECK_EQ(round_size(512), 512u);
+  CHECK_EQ(round_size(513), 1024u);
+  CHECK_EQ(round_size(MiB - 1), MiB);
+  CHECK(is_small(MiB));
+  CHECK(!is_small(MiB + 512));
+  CHECK_EQ(chunk_size_for(512), 2 * MiB);
+  CHECK_EQ(chunk_size_for(MiB), 2 * MiB);
+  CHECK_EQ(chunk_size_for(MiB + 512), 20 * MiB);
+  CHECK_EQ(chunk_size_for(10 * MiB - 512), 20 * MiB);
+  CHECK_EQ(chunk_size_for(10 * MiB), 10 * MiB);
+  CHECK_EQ(chunk_size_for(10 * MiB + 512), 12 * MiB);
+  CHECK(should_split(2 * MiB, 512));
+  CHECK(!should_split(1024, 1024));
+  CHECK(!should_split(20 * MiB, 19 * MiB));  // 1 MiB left: not above 1 MiB
+  CHECK(should_split(20 * MiB, 19 * MiB - 512));
+  FakeChunkSource src;
+  CachingPool pool(src);
+  const DevPtr a = pool.allocate(0, S1);
+  const DevPtr b = pool.allocate(1, S1);
+  CHECK(a != b);
+  CHECK_EQ(b - a, 512u);
+  CHECK_EQ(pool.block_size(a), 512u);
+  CHECK_EQ(pool.stats().requested, 1u);
+  bool threw = false;
+  try {
+    pool.allocate(~size_t{0}, S1);
+  } catch (const metrale::Error& e) {
+    threw = e.status() == METRALE_ERROR_OUT_OF_MEMORY;
+  }
+  CHECK(threw);
+}
+
+void same_stream_reuse() {
+  FakeChunkSource src;
+  CachingPool pool(src);
+  const DevPtr a = pool.allocate(1000, S1);
+  CHECK(pool.free(a));
+  CHECK(!pool.free(a));  // twice: refused
+  const DevPtr b = pool.allocate(1000, S1);
+  CHECK_EQ(b, a);
+  CHECK_EQ(src.allocs, 1u);
+  CHECK_EQ(src.records, 0u);  // no event on the same-stream path
+  // A freed large block too, with its events still incomplete.
+  const DevPtr l = pool.allocate(30 * MiB, S1);
+  src.auto_complete = false;
+  pool.allocate(1, S2);  // S2 looks at S1's free blocks: S1 gets an event
+  CHECK(pool.free(l));
+  CHECK_EQ(pool.allocate(30 * MiB, S1), l);
+}
+
+// Fills what is left of the current small chunk of `s` with 1 MiB blocks.
+void cross_stream() {
+  FakeChunkSource src;
+  CachingPool pool(src);
+  const DevPtr a = pool.allocate(MiB, S1);
+  const DevPtr a2 = pool.allocate(MiB, S1);  // the chunk is full
+  CHECK_EQ(a2, a + MiB);
+  CHECK(pool.free(a));
+  const DevPtr b = pool.allocate(MiB, S2);  // a is not ready for S2
+  CHECK(b != a);
+  CHECK_EQ(src.allocs, 2u);
+  CHECK_EQ(src.records, 1u);  // an event on S1, covering a's free
+  CHECK_EQ(src.incomplete(), 1u);
+  const DevPtr b2 = pool.allocate(MiB, S2);
+  CHECK_EQ(b2, b + MiB);
+  const DevPtr c = pool.allocate(MiB, S2);  // still not ready: a third chunk
+  CHECK(c != a);
+  CHECK_EQ(src.allocs, 3u);
+  CHECK_EQ(src.records, 1u);  // no second event: nothing freed since
+  pool.allocate(MiB, S2);     // the third chunk is full
+  src.complete_stream(S2);    // the wrong stream's events: still not ready
+  CHECK(pool.allocate(MiB, S2) != a);
+  CHECK_EQ(src.allocs, 4u);
+  pool.allocate(MiB, S2);
+  src.complete_stream(S1);
+  CHECK_EQ(pool.allocate(MiB, S2), a);  // ready: reused
+  CHECK_EQ(src.allocs, 4u);
+  // A block freed on S2 that was taken from S1 belongs to S2 now.
+  CHECK(pool.free(a));
+  CHECK_EQ(pool.allocate(MiB, S2), a);
+  // free_on: a block allocated on S1 and freed on S3 is S3's at once.
+  const DevPtr d = pool.allocate(30 * MiB, S1);
+  CHECK(pool.free_on(d, S3));
+  CHECK_EQ(pool.allocate(30 * MiB, S3), d);
+}
+
+// An event covers the frees before its record only: a later free on the
+// same stream waits for a later event.
+void event_covers_earlier_frees_only() {
+  FakeChunkSource src;
+  CachingPool pool(src);
+  const DevPtr a = pool.allocate(12 * MiB, S1);  // a 12 MiB chunk each
+  const DevPtr c = pool.allocate(12 * MiB, S1);
+  CHECK(pool.free(a));
+  CHECK(pool.allocate(12 * MiB, S2) != a);  // records E1 on S1, covering a
+  CHECK_EQ(src.records, 1u);
+  CHECK(pool.free(c));
+  src.complete_all();                        // E1 done; c's free is after it
+  CHECK_EQ(pool.allocate(12 * MiB, S2), a);
+  const DevPtr d = pool.allocate(12 * MiB, S2);
+  CHECK(d != c);
+  CHECK_EQ(src.allocs, 4u);
+  CHECK_EQ(src.records, 2u);  // E2 on S1, covering c
+  src.complete_all();
+  CHECK_EQ(pool.allocate(12 * MiB, S2), c);
+}
+
+void record_stream() {
+  FakeChunkSource src;
+  CachingPool pool(src);
+  const DevPtr a = pool.allocate(MiB, S1);
+  pool.allocate(MiB, S1);
+  CHECK(pool.record_stream(a, S2));
+  CHECK(pool.record_stream(a, S3));
+  CHECK(pool.record_stream(a, S1));  // its own stream: nothing to wait for
+  CHECK(pool.free(a));
+  CHECK_EQ(src.records, 2u);  // one event on S2, one on S3, at the free
+  CHECK_EQ(pool.stats().blocks_pending, 1u);
+  CHECK_EQ(pool.stats().in_use, MiB);
+  CHECK(pool.allocate(MiB, S1) != a);  // even S1 must wait for S2 and S3
+  pool.allocate(MiB, S1);
+  src.complete_stream(S2);
+  CHECK(pool.allocate(MiB, S1) != a);  // S3 still running
+  pool.allocate(MiB, S1);
+  src.complete_stream(S3);
+  CHECK_EQ(pool.allocate(MiB, S1), a);
+  CHECK_EQ(pool.stats().blocks_pending, 0u);
+  CHECK(!pool.record_stream(0x1234, S2));  // not a block of the pool
+}
+
+void split_and_coalesce() {
+  const size_t sizes[2] = {512 * KiB, 4 * MiB};
+  for (size_t sz : sizes) {
+    const size_t chunk = chunk_size_for(sz);
+    int order[3] = {0, 1, 2};
+    do {
+      FakeChunkSource src;
+      CachingPool pool(src);
+      DevPtr p[3];
+      for (int i = 0; i < 3; ++i) p[i] = pool.allocate(sz, S1);
+      CHECK_EQ(p[1], p[0] + sz);
+      CHECK_EQ(p[2], p[1] + sz);
+      CHECK_EQ(pool.stats().largest_free, chunk - 3 * sz);
+      for (int i : order) CHECK(pool.free(p[i]));
+      PoolStats s = pool.stats();
+      CHECK_EQ(s.largest_free, chunk);
+      CHECK_EQ(s.in_use, 0u);
+      CHECK_EQ(s.cached, chunk);
+      // One free block spanning the chunk: a trim gives the chunk back.
+      CHECK_EQ(pool.trim(0), chunk);
+      CHECK_EQ(src.frees, 1u);
+    } while (std::next_permutation(order, order + 3));
+  }
+  // Blocks of different streams do not merge until the events complete
+  // and a trim looks at whole chunks.
+  FakeChunkSource src;
+  CachingPool pool(src);
+  const DevPtr a = pool.allocate(512 * KiB, S1);
+  const DevPtr b = pool.allocate(512 * KiB, S1);
+  CHECK(pool.free_on(a, S2));
+  CHECK(pool.free_on(b, S1));
+  CHECK_EQ(pool.stats().largest_free, 2 * MiB - 512 * KiB);
+  CHECK_EQ(pool.trim(0), 2 * MiB);  // every block free: the chunk goes
+}
+
+void trim() {
+  FakeChunkSource src;
+  CachingPool pool(src);
+  // 12 MiB chunk, stays in use; 1 MiB left over is not worth a split, so
+  // the block is the whole chunk.
+  const DevPtr keep = pool.allocate(11 * MiB, S1);
+  CHECK_EQ(pool.block_size(keep), 12 * MiB);
+  const DevPtr s = pool.allocate(4 * KiB, S1);   // 2 MiB chunk
+  const DevPtr m = pool.allocate(2 * MiB, S1);   // 20 MiB chunk
+  const DevPtr l = pool.allocate(64 * MiB, S2);  // 64 MiB chunk
+  CHECK_EQ(pool.stats().reserved, 98 * MiB);
+  pool.free(s);
+  pool.free(m);
+  pool.free(l);
+  CHECK_EQ(pool.stats().cached, 86 * MiB);
+  CHECK_EQ(pool.trim(90 * MiB), 0u);  // already within
+  CHECK_EQ(src.frees, 0u);
+  CHECK_EQ(pool.trim(25 * MiB), 64 * MiB);  // largest first: one chunk does it
+  CHECK_EQ(src.freed_sizes.size(), 1u);
+  CHECK_EQ(src.freed_sizes[0], 64 * MiB);
+  PoolStats st = pool.stats();
+  CHECK_EQ(st.reserved, 34 * MiB);
+  CHECK_EQ(st.chunk_frees, 1u);
+  CHECK_EQ(pool.trim(0), 22 * MiB);
+  CHECK_EQ(src.freed_sizes[1], 20 * MiB);
+  CHECK_EQ(src.freed_sizes[2], 2 * MiB);
+  st = pool.stats();
+  CHECK_EQ(st.reserved, 12 * MiB);
+  CHECK_EQ(st.cached, 0u);
+  CHECK_EQ(st.in_use, 12 * MiB);
+  CHECK_EQ(st.requested, 11 * MiB);
+  CHECK_EQ(st.chunk_allocs, 4u);
+  CHECK_EQ(st.chunk_frees, 3u);
+  // A pending record_stream free is waited for, then released.
+  CHECK(pool.record_stream(keep, S3));
+  pool.free(keep);
+  CHECK_EQ(pool.trim(0), 12 * MiB);
+  CHECK_EQ(pool.stats().reserved, 0u);
+  CHECK_EQ(src.outstanding, 0u);
+  CHECK_EQ(src.bad_frees, 0u);
+}
+
+void oom_retry() {
+  FakeChunkSource src;
+  src.capacity = 42 * MiB;
+  CachingPool pool(src);
+  const DevPtr a = pool.allocate(12 * MiB, S1);
+  pool.free(a);
+  CHECK_EQ(pool.stats().cached, 12 * MiB);
+  const DevPtr b = pool.allocate(32 * MiB, S2);  // 12 + 32 > 42: release, retry
+  CHECK(b != 0);
+  PoolStats st = pool.stats();
+  CHECK_EQ(st.reserved, 32 * MiB);
+  CHECK_EQ(st.in_use, 32 * MiB);
+  CHECK_EQ(st.cached, 0u);
+  CHECK_EQ(st.chunk_allocs, 2u);
+  CHECK_EQ(st.chunk_frees, 1u);
+  CHECK_EQ(src.failed_allocs, 1u);
+  CHECK_EQ(src.waits, 1u);  // S1's free was waited for before its chunk went
+  // Nothing cached to give back: OUT_OF_MEMORY, with the figures, no change.
+  const DevPtr c = pool.allocate(100 * KiB, S1);  // a 2 MiB chunk: fits
+  std::string msg;
+  metrale_status_t status = METRALE_OK;
+  try {
+    pool.allocate(20 * MiB, S1);
+  } catch (const metrale::Error& e) {
+    status = e.status();
+    msg = e.what();
+  }
+  CHECK_EQ(status, METRALE_ERROR_OUT_OF_MEMORY);
+  std::printf("  message: %s\n", msg.c_str());
+  const std::string cached = std::to_string(2 * MiB - 100 * KiB) + " bytes cached";
+  const std::string used = std::to_string(32 * MiB + 100 * KiB) + " bytes in use";
+  CHECK(msg.find(cached) != std::string::npos);
+  CHECK(msg.find(used) != std::string::npos);
+  st = pool.stats();
+  CHECK_EQ(st.reserved, 34 * MiB);  // the small chunk stays: a block is in use
+  CHECK_EQ(st.chunk_allocs, 3u);
+  CHECK_EQ(st.chunk_frees, 1u);
+  CHECK_EQ(src.failed_allocs, 3u);  // the last request: tried twice
+  pool.free(c);
+  pool.free(b);
+  CHECK_EQ(pool.allocate(20 * MiB, S1) != 0, true);  // the retry frees both
+  CHECK_EQ(pool.stats().reserved, 20 * MiB);
+}
+
+// A random sequence against a model of what must hold.
+void random_model() {
+  FakeChunkSource src;
+  src.capacity = 1024 * MiB;  // out-of-memory now and then: release, retry, or fail
+  CachingPool pool(src);
+  size_t ooms = 0;
+  std::mt19937_64 rng(12345);
+  struct Live {
+    size_t size, requested;
+    StreamId stream;
+  };
+  std::map<DevPtr, Live> live;
+  size_t in_use = 0, requested = 0, peak = 0;
+  const StreamId streams[4] = {S1, S2, S3, 0x400};
+  auto pick_size = [&]() -> size_t {
+    const int r = static_cast<int>(rng() % 100);
+    if (r < 70) return rng() % (64 * KiB);
+    if (r < 90) return rng() % (2 * MiB);
+    if (r < 99) return rng() % (16 * MiB);
+    return rng() % (64 * MiB);
+  };
+  bool exact = true;
+  for (int op = 0; op < 100000; ++op) {
+    const int r = static_cast<int>(rng() % 100);
+    if (r < 50 || live.empty()) {
+      const size_t bytes = pick_size();
+      const StreamId s = streams[rng() % 4];
+      DevPtr p = 0;
+      try {
+        p = pool.allocate(bytes, s);
+      } catch (const metrale::Error& e) {
+        if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) exact = false;
+        ++ooms;  // nothing handed out; the cache may have been released
+      }
+      if (p == 0) {
+        if (pool.stats().blocks_in_use != live.size()) exact = false;
+        continue;
+      }
+      // Rounded, or a whole large block when the rest was not worth a split.
+      const size_t sz = pool.block_size(p);
+      if (sz < round_size(bytes) ||
+          (sz != round_size(bytes) && (is_small(sz) || sz - round_size(bytes) > kLargeMinRemainder)))
+        exact = false;
+      // No overlap with a live block.
+      auto it = live.lower_bound(p);
+      if (it != live.end() && it->first < p + sz) exact = false;
+      if (it != live.begin() && std::prev(it)->first + std::prev(it)->second.size > p)
+        exact = false;
+      live[p] = {sz, bytes, s};
+      in_use += sz;
+      requested += bytes;
+      peak = std::max(peak, in_use);
+    } else if (r < 90) {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng() % std::min<size_t>(live.size(), 64)));
+      bool ok;
+      if (rng() % 4 == 0) {
+        ok = pool.free_on(it->first, streams[rng() % 4]);
+      } else {
+        ok = pool.free(it->first);
+      }
+      if (!ok) exact = false;
+      in_use -= it->second.size;
+      requested -= it->second.requested;
+      live.erase(it);
+    } else if (r < 95) {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng() % std::min<size_t>(live.size(), 64)));
+      if (!pool.record_stream(it->first, streams[rng() % 4])) exact = false;
+    } else if (r < 99) {
+      src.complete_stream(streams[rng() % 4]);
+    } else {
+      pool.trim(rng() % (64 * MiB));
+    }
+    const PoolStats st = pool.stats();
+    if (st.in_use != in_use || st.requested != requested || st.peak_in_use != peak ||
+        st.blocks_in_use != live.size() || st.reserved != src.outstanding ||
+        st.cached != st.reserved - st.in_use || st.chunk_allocs != src.allocs ||
+        st.chunk_frees != src.frees || st.largest_free > st.cached) {
+      if (exact) std::printf("  stats differ from the model at op %d\n", op);
+      exact = false;
+    }
+    if (!exact) break;
+  }
+  CHECK(exact);
+  std::printf("  %zu allocations refused (out of memory), %llu chunks fetched, %llu given back\n",
+              ooms, (unsigned long long)src.allocs, (unsigned long long)src.frees);
+  CHECK(ooms > 0);
+  for (auto& kv : live) pool.free(kv.first);
+  pool.trim(0);
+  const PoolStats st = pool.stats();
+  CHECK_EQ(st.reserved, 0u);
+  CHECK_EQ(st.in_use, 0u);
+  CHECK_EQ(st.requested, 0u);
+  CHECK_EQ(src.outstanding, 0u);
+  CHECK_EQ(src.bad_frees, 0u);
+  CHECK(src.allocs > 10);
+}
+
+void threads() {
+  FakeChunkSource src;
+  CachingPool pool(src);
+  constexpr int kThreads = 16, kOps = 20000;
+  std::atomic<bool> stop{false};
+  std::thread completer([&] {
+    while (!stop.load()) {
+      src.complete_all();
+      std::this_thread::yield();
+    }
+  });
+  std::atomic<uint64_t> allocated{0}, freed{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<uint64_t>(t) + 1);
+      const StreamId mine = 0x1000 + static_cast<StreamId>(t);
+      std::vector<DevPtr> held;
+      for (int i = 0; i < kOps; ++i) {
+        if (held.size() < 64 && (held.empty() || rng() % 2 == 0)) {
+          const size_t bytes = rng() % 8 == 0 ? rng() % (8 * MiB) : rng() % (16 * KiB);
+          held.push_back(pool.allocate(bytes, mine));
+          allocated.fetch_add(1);
+        } else {
+          const size_t k = rng() % held.size();
+          if (rng() % 8 == 0) pool.record_stream(held[k], 0x1000 + rng() % kThreads);
+          const bool ok = rng() % 4 == 0 ? pool.free_on(held[k], 0x1000 + rng() % kThreads)
+                                         : pool.free(held[k]);
+          if (!ok) g_failures.fetch_add(1);
+          held[k] = held.back();
+          held.pop_back();
+          freed.fetch_add(1);
+        }
+      }
+      for (DevPtr p : held) {
+        if (!pool.free(p)) g_failures.fetch_add(1);
+        freed.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  stop = true;
+  completer.join();
+  CHECK_EQ(allocated.load(), freed.load());
+  PoolStats st = pool.stats();
+  CHECK_EQ(st.in_use, 0u);
+  CHECK_EQ(st.requested, 0u);
+  CHECK_EQ(st.blocks_in_use, 0u);
+  CHECK_EQ(st.reserved, src.outstanding);
+  CHECK_EQ(st.cached, st.reserved);
+  CHECK_EQ(st.chunk_allocs, src.allocs);
+  pool.trim(0);
+  st = pool.stats();
+  CHECK_EQ(st.reserved, 0u);
+  CHECK_EQ(st.blocks_pending, 0u);
+  CHECK_EQ(src.outstanding, 0u);
+  CHECK_EQ(src.bad_frees, 0u);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::pair<const char*, std::function<void()>>> cases = {
+      {"rounding", rounding},
+      {"same_stream_reuse", same_stream_reuse},
+      {"cross_stream", cross_stream},
+      {"event_covers_earlier_frees_only", event_covers_earlier_frees_only},
+      {"record_stream", record_stream},
+      {"split_and_coalesce", split_and_coalesce},
+      {"trim", trim},
+      {"oom_retry", oom_retry},
+      {"random_model", random_model},
+      {"threads", threads},
+  };
+  int failed_cases = 0, ran = 0;
+  for (const auto& c : cases) {
+    if (argc > 1 && std::strcmp(argv[1], c.first) != 0) continue;
+    ++ran;
+    const int before = g_failures.load();
+    std::printf("[ RUN  ] %s\n", c.first);
+    try {
+      c.second();
+    } catch (const std::exception& e) {
+      std::printf("  FAILED: exception: %s\n", e.what());
+      g_failures.fetch_add(1);
+    }
+    const bool ok = g_failures.load() == before;
+    failed_cases += !ok;
+    std::printf("[ %s ] %s\n", ok ? " OK " : "FAIL", c.first);
+  }
+  if (ran == 0) {
+    std::printf("no case named %s\n", argc > 1 ? argv[1] : "");
+    return 1;
+  }
+  std::printf("%d of %d cases failed\n", failed_cases, ran);
+  return failed_cases == 0 ? 0 : 1;
+}
