@@ -326,6 +326,35 @@ static void backend_refused_launch_changes_no_trace(void** state) {
   mt_close(ctx);
 }
 
+/* A timed launch the backend refuses leaves no timing behind: no row with
+ * zero launches appears in the timings (found by the fuzzer). */
+static void backend_refused_timed_launch_lists_no_timing(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.kernel_timing = 1;
+  metrale_context_t* ctx = mt_open(&o);
+  mt_load_kernels(ctx);
+  metrale_devptr_t p = device_pattern(ctx, 0x00);
+  metrale_kernel_t* k = NULL;
+  metrale_dim3_t one = {1, 1, 1}, block = {1, 1, 1};
+  if (mt_is_host(ctx)) {
+    MT_OK(metrale_module_register_host(ctx, "capture_rules", "refuse", refusing_kernel, NULL));
+    MT_OK(metrale_kernel_get(ctx, "capture_rules", "refuse", &k));
+  } else {
+    k = mt_kernel(ctx, "fill_u32");
+    block.x = 4096; /* more threads than any GPU block holds */
+  }
+  uint64_t n = 1;
+  uint32_t v = 1;
+  void* params[] = {&p, &v, &n};
+  assert_int_not_equal(metrale_launch(ctx, k, one, block, 0, NULL, params), METRALE_OK);
+  size_t rows = 99;
+  MT_OK(metrale_kernel_timings_read(ctx, NULL, 0, &rows));
+  assert_int_equal(rows, 0);
+  MT_OK(metrale_free(ctx, p));
+  mt_close(ctx);
+}
+
 /* A launch refused by core (a zero dimension) changes neither the trace
  * nor the counters, and records nothing. */
 static void refused_launch_changes_nothing(void** state) {
@@ -433,6 +462,7 @@ int main(void) {
       cmocka_unit_test(debug_sync_launch_in_a_capture),
       cmocka_unit_test(refused_launch_changes_nothing),
       cmocka_unit_test(backend_refused_launch_changes_no_trace),
+      cmocka_unit_test(backend_refused_timed_launch_lists_no_timing),
       cmocka_unit_test(redzone_alloc_in_a_capture_records_nothing),
       cmocka_unit_test(graph_launch_into_a_capture_is_refused),
   };
