@@ -28,19 +28,34 @@ uint32_t Ledger::site_id_by_text(const char* file, int line) {
   return id;
 }
 
+// Site, live and slack totals move together with the entries.
+void Ledger::count_locked(const LedgerEntry& e, bool add) {
+  Site& site = sites_[e.site];
+  const uint64_t slack = e.reserved - e.bytes - e.pad;
+  if (add) {
+    site.live_bytes += e.bytes;
+    site.live_count += 1;
+    live_bytes_ += e.bytes;
+    slack_bytes_ += slack;
+  } else {
+    site.live_bytes -= e.bytes;
+    site.live_count -= 1;
+    live_bytes_ -= e.bytes;
+    slack_bytes_ -= slack;
+  }
+}
+
+void Ledger::append_pad_locked(DevPtr ptr, LedgerEntry* e) {
+  e->pad_slot = static_cast<uint32_t>(pads_.size());
+  pads_.push_back(backend::Range{ptr + e->bytes, e->pad});
+  pad_owners_.push_back(PadOwner{ptr, e->seq});
+}
+
 void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
   std::lock_guard<std::mutex> lock(mutex_);
   entry.site = site_id_locked(file, line);
-  Site& site = sites_[entry.site];
-  site.live_bytes += entry.bytes;
-  site.live_count += 1;
-  live_bytes_ += entry.bytes;
-  slack_bytes_ += entry.reserved - entry.bytes - entry.pad;
-  if (entry.pad > 0) {
-    entry.pad_slot = static_cast<uint32_t>(pads_.size());
-    pads_.push_back(backend::Range{ptr + entry.bytes, entry.pad});
-    pad_owners_.push_back(PadOwner{ptr, entry.seq});
-  }
+  count_locked(entry, true);
+  if (entry.pad > 0) append_pad_locked(ptr, &entry);
   entries_[ptr] = entry;
 }
 
@@ -49,11 +64,7 @@ bool Ledger::take(DevPtr ptr, LedgerEntry* out) {
   auto it = entries_.find(ptr);
   if (it == entries_.end()) return false;
   const LedgerEntry& e = it->second;
-  Site& site = sites_[e.site];
-  site.live_bytes -= e.bytes;
-  site.live_count -= 1;
-  live_bytes_ -= e.bytes;
-  slack_bytes_ -= e.reserved - e.bytes - e.pad;
+  count_locked(e, false);
   if (e.pad > 0) {
     const uint32_t slot = e.pad_slot;
     if (slot + 1 != pads_.size()) {
@@ -72,11 +83,7 @@ bool Ledger::take(DevPtr ptr, LedgerEntry* out) {
 void Ledger::restore(DevPtr ptr, const LedgerEntry& entry) {
   std::lock_guard<std::mutex> lock(mutex_);
   LedgerEntry e = entry;
-  Site& site = sites_[e.site];
-  site.live_bytes += e.bytes;
-  site.live_count += 1;
-  live_bytes_ += e.bytes;
-  slack_bytes_ += e.reserved - e.bytes - e.pad;
+  count_locked(e, true);
   if (e.pad > 0) {
     // take() moved the last pad into this slot: move it back to the end.
     const uint32_t slot = e.pad_slot;
@@ -87,9 +94,7 @@ void Ledger::restore(DevPtr ptr, const LedgerEntry& entry) {
       pads_[slot] = backend::Range{ptr + e.bytes, e.pad};
       pad_owners_[slot] = PadOwner{ptr, e.seq};
     } else {
-      e.pad_slot = static_cast<uint32_t>(pads_.size());
-      pads_.push_back(backend::Range{ptr + e.bytes, e.pad});
-      pad_owners_.push_back(PadOwner{ptr, e.seq});
+      append_pad_locked(ptr, &e);
     }
   }
   entries_[ptr] = e;

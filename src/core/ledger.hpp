@@ -104,6 +104,8 @@ class Ledger {
   };
 
   uint32_t site_id_locked(const char* file, int line);
+  void count_locked(const LedgerEntry& e, bool add);
+  void append_pad_locked(DevPtr ptr, LedgerEntry* e);
   uint32_t site_id_by_text(const char* file, int line);
 
   // Recent (file pointer, line) pairs; a hit is confirmed by comparing the
