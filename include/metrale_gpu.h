@@ -43,6 +43,13 @@
  *   METRALE_DEBUG_SYNC=0|1            synchronize after every launch
  *   METRALE_LAUNCH_TRACE=0|1          record launches, d2d copies and memsets
  *   METRALE_KERNEL_TIMING=0|1         time every launch with events
+ *   METRALE_POOL=0|1                  caching pool for metrale_alloc (rule 9)
+ *   METRALE_QUARANTINE=<bytes>        freed-block quarantine budget (red zones on)
+ *   METRALE_STAGING_THRESHOLD=<bytes> pageable copies this large use staging (0 = off)
+ *   METRALE_STAGING_BUFFER=<bytes>    bytes of one staging buffer
+ *   METRALE_STAGING_BUFFERS=<n>       staging buffers in the ring (>= 2)
+ *   METRALE_STAGING_THREADS=<n>       memcpy workers per staged copy (>= 1)
+ *   METRALE_PINNED_POOL=0|1           cache freed pinned host blocks
  *   METRALE_LOG=trace|debug|info|warn|error|critical|off   log level (read
  *                                     at library load and at each create)
  *   METRALE_TEST_HOST_FAIL_FREE=<n>   test hook, host backend only: the n-th
@@ -251,7 +258,7 @@ extern "C" {
 #endif
 
 #define METRALE_VERSION_MAJOR 0
-#define METRALE_VERSION_MINOR 1
+#define METRALE_VERSION_MINOR 2
 #define METRALE_VERSION_PATCH 0
 
 /* ------------------------------------------------------------------ */
@@ -411,6 +418,13 @@ typedef struct metrale_kernel_timing {
   double total_ms;
 } metrale_kernel_timing_t;
 
+/** Defaults of the staging options (measured on an H200; see
+ *  bench/results). */
+#define METRALE_STAGING_DEFAULT_THRESHOLD (1u << 20)
+#define METRALE_STAGING_DEFAULT_BUFFER_BYTES (4u << 20)
+#define METRALE_STAGING_DEFAULT_BUFFERS 4u
+#define METRALE_STAGING_DEFAULT_THREADS 4u
+
 /** Context options. Initialize with metrale_context_options_init(). */
 typedef struct metrale_context_options {
   size_t struct_size;            /* sizeof(metrale_context_options_t) */
@@ -424,6 +438,25 @@ typedef struct metrale_context_options {
   int kernel_timing;             /* default 0; bounded: see metrale_kernel_timings_read */
   size_t trace_capacity;         /* entries kept by the launch trace and the kernel
                                     audit, newest kept; default 65536; 0 keeps none */
+  /* Fields below were added in 0.2; a struct_size that ends before `pool`
+   * (the 0.1 layout) is accepted and these take their defaults. */
+  int pool;                      /* default 1: metrale_alloc serves device memory
+                                    from the stream-ordered caching pool (rule 9);
+                                    0: every allocation is a driver allocation */
+  size_t quarantine_bytes;       /* default 0; with red zones on, freed pooled
+                                    blocks are filled and held back up to this
+                                    many bytes so a scan sees use after free */
+  size_t staging_threshold;      /* pageable copies of at least this many bytes go
+                                    through pinned staging buffers; 0 = off;
+                                    default METRALE_STAGING_DEFAULT_THRESHOLD */
+  size_t staging_buffer_bytes;   /* bytes of one staging buffer; default
+                                    METRALE_STAGING_DEFAULT_BUFFER_BYTES */
+  uint32_t staging_buffers;      /* staging buffers in the ring (>= 2); default
+                                    METRALE_STAGING_DEFAULT_BUFFERS */
+  uint32_t staging_threads;      /* host memcpy workers per copy (>= 1); default
+                                    METRALE_STAGING_DEFAULT_THREADS */
+  int pinned_pool;               /* default 1: metrale_host_alloc_pinned reuses
+                                    freed pinned blocks of recurring sizes */
 } metrale_context_options_t;
 
 /* ------------------------------------------------------------------ */
@@ -462,8 +495,20 @@ metrale_status_t metrale_log_set_callback(metrale_log_fn fn, void* user);
 /* Context                                                             */
 /* ------------------------------------------------------------------ */
 
-/** Fills *opts with the defaults. INVALID_ARGUMENT when opts is NULL. */
+/** Fills the first struct_size bytes of *opts with the defaults and sets
+ *  opts->struct_size. struct_size is sizeof(metrale_context_options_t) or
+ *  the size of an older layout (offsetof(metrale_context_options_t, pool),
+ *  0.1): no byte past it is written. INVALID_ARGUMENT when opts is NULL or
+ *  struct_size is neither. */
+metrale_status_t metrale_context_options_init_sized(metrale_context_options_t* opts,
+                                                    size_t struct_size);
+/** The function a caller built against 0.1 links to (and FFI bindings that
+ *  declare the 0.1 layout): it writes only that layout. C and C++ code
+ *  compiled with this header calls it through the macro below, which passes
+ *  the current size. */
 metrale_status_t metrale_context_options_init(metrale_context_options_t* opts);
+#define metrale_context_options_init(opts) \
+  metrale_context_options_init_sized((opts), sizeof(metrale_context_options_t))
 
 /** Creates a context. opts may be NULL (defaults); environment variables
  *  override it. opts->struct_size must be a size this library knows.
@@ -537,6 +582,70 @@ metrale_status_t metrale_alloc_managed_at(metrale_context_t* ctx, size_t bytes,
  *  counters at once; if it has a pad, its memory goes back to the device
  *  when that pass ends (rule 4; a driver refusal then is logged). */
 metrale_status_t metrale_free(metrale_context_t* ctx, metrale_devptr_t dptr);
+
+/* ------------------------------------------------------------------ */
+/* The caching pool (rule 9)                                           */
+/* ------------------------------------------------------------------ */
+
+/** As metrale_alloc_at, ordered on stream s (NULL: the default stream): the
+ *  block may still be in use by work earlier on s's timeline only when that
+ *  work freed it on s, so kernels on s may use it at once. With the pool
+ *  off (pool = 0, METRALE_POOL=0) it is a driver allocation, as
+ *  metrale_alloc_at. Statuses as metrale_alloc_at, and INVALID_ARGUMENT for
+ *  a stream that is not a live stream of ctx. Allowed while s captures: the
+ *  pool hands out memory at the call and records nothing into the graph
+ *  (rule 3). */
+metrale_status_t metrale_alloc_async_at(metrale_context_t* ctx, size_t bytes,
+                                        metrale_stream_t* s, const char* file, int line,
+                                        metrale_devptr_t* out);
+#define metrale_alloc_async(ctx, bytes, s, out) \
+  metrale_alloc_async_at((ctx), (bytes), (s), __FILE__, __LINE__, (out))
+
+/** Frees dptr on stream s: every use of it before this point of s finishes
+ *  before the memory is used again; uses on other streams must be ordered
+ *  before it by the caller or marked with metrale_record_stream. The ledger
+ *  entry leaves at once. With the pool off it is metrale_free. Statuses as
+ *  metrale_free, and INVALID_ARGUMENT for a bad stream (nothing freed). */
+metrale_status_t metrale_free_async(metrale_context_t* ctx, metrale_devptr_t dptr,
+                                    metrale_stream_t* s);
+
+/** Marks the live allocation dptr as used on stream s (like torch's
+ *  record_stream): when it is freed, the pool records an event on s and
+ *  reuses the block only once that event completed. NOT_FOUND when dptr is
+ *  not a live ledger allocation, INVALID_ARGUMENT for an interior pointer or
+ *  a bad stream. With the pool off: METRALE_OK, nothing to do (a driver free
+ *  already waits). Thread-safe. */
+metrale_status_t metrale_record_stream(metrale_context_t* ctx, metrale_devptr_t dptr,
+                                       metrale_stream_t* s);
+
+/** The pool's figures, one consistent snapshot. */
+typedef struct metrale_pool_stats {
+  size_t struct_size;          /* sizeof(metrale_pool_stats_t) */
+  int enabled;                 /* 1 when metrale_alloc serves from the pool */
+  uint64_t reserved_bytes;     /* held from the driver, in chunks */
+  uint64_t in_use_bytes;       /* handed out, as rounded blocks (pads included) */
+  uint64_t requested_bytes;    /* handed out, as asked (pads included) */
+  uint64_t cached_bytes;       /* reserved - in_use: free blocks kept for reuse */
+  uint64_t peak_in_use_bytes;  /* since creation */
+  uint64_t chunk_allocs;       /* driver allocations made for chunks */
+  uint64_t chunk_frees;        /* chunks given back (trim, out-of-memory retry) */
+  uint64_t largest_free_block; /* bytes */
+  uint64_t blocks_in_use;
+  uint64_t quarantined_bytes;  /* freed blocks held back (quarantine_bytes) */
+} metrale_pool_stats_t;
+
+/** Copies the pool's figures into *out (out->struct_size set by the caller).
+ *  With the pool off: enabled 0, every figure 0. INVALID_ARGUMENT for NULL
+ *  or a struct_size this library does not know. Host-side: answers on a
+ *  lost context. Thread-safe. */
+metrale_status_t metrale_pool_stats(metrale_context_t* ctx, metrale_pool_stats_t* out);
+
+/** Gives cached free chunks back to the driver, largest first, until at
+ *  most keep_bytes stay cached; blocks in use are never touched. Waits for
+ *  the events of frees still pending on other streams. *released (may be
+ *  NULL) gets the bytes given back. With the pool off: *released = 0.
+ *  CONTEXT_LOST, DRIVER. Thread-safe. */
+metrale_status_t metrale_pool_trim(metrale_context_t* ctx, size_t keep_bytes, size_t* released);
 
 /** Device memory that is never on the ledger and has no red zone: for
  *  arenas the caller manages. INVALID_ARGUMENT for bytes 0; OUT_OF_MEMORY. */
@@ -887,8 +996,8 @@ metrale_status_t metrale_graph_destroy(metrale_context_t* ctx, metrale_graph_t* 
 metrale_status_t metrale_device_info(metrale_context_t* ctx, metrale_device_info_t* info);
 /** The device's total memory (physical RAM on the host backend). */
 metrale_status_t metrale_total_memory(metrale_context_t* ctx, size_t* bytes);
-/** What this context can still get: the device's free memory plus what the
- *  library holds cached for reuse (nothing, in this version). */
+/** What this context can still get: the device's free memory plus the
+ *  bytes the pool holds cached for reuse (metrale_pool_stats cached_bytes). */
 metrale_status_t metrale_free_memory(metrale_context_t* ctx, size_t* bytes);
 /** The device's own answer (cuMemGetInfo; the host's available memory). */
 metrale_status_t metrale_device_free_memory(metrale_context_t* ctx, size_t* bytes);

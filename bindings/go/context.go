@@ -55,7 +55,7 @@ type Options struct {
 // DefaultOptions returns the library's defaults.
 func DefaultOptions() Options {
 	var o C.metrale_context_options_t
-	C.metrale_context_options_init(&o)
+	C.metrale_context_options_init_sized(&o, C.size_t(unsafe.Sizeof(o)))
 	return Options{
 		Backend:         Backend(o.backend),
 		Device:          int(o.device),
@@ -86,7 +86,7 @@ type Context struct {
 // NewContext creates a context; opts nil means DefaultOptions().
 func NewContext(opts *Options) (*Context, error) {
 	var o C.metrale_context_options_t
-	C.metrale_context_options_init(&o)
+	C.metrale_context_options_init_sized(&o, C.size_t(unsafe.Sizeof(o)))
 	if opts != nil {
 		o.backend = C.metrale_backend_t(opts.Backend)
 		o.device = C.int(opts.Device)

@@ -7,11 +7,19 @@ using metrale::api::guarded;
 using metrale::api::live;
 using metrale::api::require;
 
-METRALE_API metrale_status_t metrale_context_options_init(metrale_context_options_t* opts) {
+METRALE_API metrale_status_t metrale_context_options_init_sized(metrale_context_options_t* opts,
+                                                                size_t struct_size) {
   return guarded([&] {
     require(opts, "opts");
-    metrale::core::default_options(opts);
+    metrale::core::default_options_sized(opts, struct_size);
   });
+}
+
+// The exported symbol binaries built against 0.1 call: their struct ends
+// before `pool`, so writing sizeof(metrale_context_options_t) would overrun.
+#undef metrale_context_options_init
+METRALE_API metrale_status_t metrale_context_options_init(metrale_context_options_t* opts) {
+  return metrale_context_options_init_sized(opts, metrale::core::options_v1_size());
 }
 
 METRALE_API metrale_status_t metrale_context_create(const metrale_context_options_t* opts,

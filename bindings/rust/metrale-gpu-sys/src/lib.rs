@@ -195,6 +195,14 @@ pub struct metrale_context_options_t {
     pub launch_trace: c_int,
     pub kernel_timing: c_int,
     pub trace_capacity: usize,
+    // 0.2 fields (metrale_context_options_init_sized writes them).
+    pub pool: c_int,
+    pub quarantine_bytes: usize,
+    pub staging_threshold: usize,
+    pub staging_buffer_bytes: usize,
+    pub staging_buffers: u32,
+    pub staging_threads: u32,
+    pub pinned_pool: c_int,
 }
 
 pub type metrale_log_fn =
@@ -228,6 +236,10 @@ extern "C" {
 
     // Context
     pub fn metrale_context_options_init(opts: *mut metrale_context_options_t) -> metrale_status_t;
+    pub fn metrale_context_options_init_sized(
+        opts: *mut metrale_context_options_t,
+        struct_size: usize,
+    ) -> metrale_status_t;
     pub fn metrale_context_create(
         opts: *const metrale_context_options_t,
         out: *mut *mut metrale_context_t,

@@ -51,7 +51,12 @@ impl Default for ContextOptions {
     fn default() -> Self {
         let mut raw = sys::metrale_context_options_t::default();
         // SAFETY: a valid out-pointer; cannot fail with one.
-        unsafe { sys::metrale_context_options_init(&mut raw) };
+        unsafe {
+            sys::metrale_context_options_init_sized(
+                &mut raw,
+                std::mem::size_of::<sys::metrale_context_options_t>(),
+            )
+        };
         ContextOptions { raw }
     }
 }
