@@ -186,24 +186,24 @@ static void red_zones_work_on_reused_blocks(void** state) {
   mt_load_kernels(ctx);
   metrale_devptr_t a = 0, b = 0;
   MT_OK(metrale_alloc(ctx, 4096, &a));
-  /* Its pad is dirtied, then the block is freed and handed out again with
-   * a smaller size: the new pad lies inside the old buffer, and must be
-   * the pattern again, while the old pad's bytes are ordinary data now. */
+  /* Its pad is dirtied, then the block is freed and handed out again (the
+   * same size: the stream's reuse bin gives the same block back): the new
+   * owner's pad must be the pattern again. */
   MT_OK(mt_overflow_write(ctx, a, 4096, 8, 0));
   MT_OK(metrale_stream_synchronize(ctx, NULL));
   MT_OK(metrale_free(ctx, a));
-  MT_OK(metrale_alloc(ctx, 1024, &b));
+  MT_OK(metrale_alloc(ctx, 4096, &b));
   assert_int_equal(a, b);
   metrale_redzone_violation_t v[4];
   size_t n = 99;
   MT_OK(metrale_redzone_scan(ctx, v, 4, &n));
   assert_int_equal(n, 0);
   /* A real overflow of the new owner is found and names it. */
-  MT_OK(mt_overflow_write(ctx, b, 1024, 4, 0x01010101u));
+  MT_OK(mt_overflow_write(ctx, b, 4096, 4, 0x01010101u));
   MT_STATUS(metrale_redzone_scan(ctx, v, 4, &n), METRALE_ERROR_REDZONE_CORRUPTED);
   assert_int_equal(n, 1);
   assert_int_equal(v[0].ptr, b);
-  assert_int_equal(v[0].bytes, 1024);
+  assert_int_equal(v[0].bytes, 4096);
   assert_non_null(strstr(v[0].file, "test_pool.c"));
   MT_OK(metrale_free(ctx, b));
   mt_close(ctx);

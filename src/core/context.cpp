@@ -55,7 +55,9 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
   ctx->modules_ = std::make_unique<metrale::core::Modules>(*ctx->backend_, ctx->strings_);
   if (opts.pool != 0) {
     ctx->chunk_source_ = std::make_unique<metrale::core::pool::BackendChunkSource>(*ctx->backend_);
-    ctx->pool_ = std::make_unique<metrale::core::pool::CachingPool>(*ctx->chunk_source_);
+    // One lock for a pooled block and its ledger entry (rule 9).
+    ctx->pool_ = std::make_unique<metrale::core::pool::CachingPool>(*ctx->chunk_source_,
+                                                                     &ctx->ledger_.mutex());
   }
   StreamHandle h = ctx->backend_->stream_create();
   uint64_t handle = 0;

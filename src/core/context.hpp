@@ -239,6 +239,8 @@ struct metrale_context {
   // block's own stream.
   void free_impl(DevPtr ptr, metrale::core::StreamObj* st);
   [[noreturn, gnu::cold]] void refuse_free(DevPtr ptr);
+  DevPtr alloc_pooled(metrale::core::LedgerEntry entry, metrale::core::StreamObj* st,
+                      const char* file, int line);
   [[gnu::cold]] std::string oom_message(size_t bytes, const char* file, int line, bool managed,
                                         bool pooled, const metrale::Error& e);
   // Captures opened through this context's API and not yet ended: while 0,

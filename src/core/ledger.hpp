@@ -62,6 +62,11 @@ class Ledger {
   void record(DevPtr ptr, LedgerEntry entry, const char* file, int line);
   // Removes the entry keyed exactly by ptr; false (nothing changed) if none.
   bool take(DevPtr ptr, LedgerEntry* out);
+  // The same with mutex() held by the caller: the caching pool shares it,
+  // so a pooled allocation and its entry cost one lock.
+  void record_locked(DevPtr ptr, LedgerEntry entry, const char* file, int line);
+  bool take_locked(DevPtr ptr, LedgerEntry* out);
+  std::mutex& mutex() const { return mutex_; }
   // Undoes take(ptr) after the backend refused to free ptr: the entry goes
   // back with its site, seq and totals, and its pad back into the slot it
   // had, so the pad table is as before when nothing happened in between.

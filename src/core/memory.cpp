@@ -40,13 +40,18 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
                                           metrale::core::site_text(file, line) +
                                           ", more than the address space holds");
   }
+  metrale::core::LedgerEntry entry;
+  entry.bytes = bytes;
+  entry.pad = pad;
+  entry.seq = seq;
+  entry.kind = kind;
+  const bool cap = pooled && maybe_capturing(st);
+  if (pooled && pad == 0 && !bounds_ && !cap) return alloc_pooled(entry, st, file, line);
   size_t reserved = 0;
   DevPtr ptr = 0;
   metrale::core::pool::Block* block = nullptr;
-  bool cap = false;
   try {
     if (pooled) {
-      cap = maybe_capturing(st);
       block = device([&] { return pool_->allocate(bytes + pad, st->handle, cap); });
       ptr = block->ptr;
       reserved = block->size;
@@ -83,13 +88,8 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
       throw;
     }
   }
-  metrale::core::LedgerEntry entry;
-  entry.bytes = bytes;
   entry.reserved = reserved;
-  entry.pad = pad;
-  entry.seq = seq;
   entry.order = order_.fetch_add(1, std::memory_order_relaxed);
-  entry.kind = kind;
   entry.block = block;
   // Bounds first: once on the ledger a concurrent sweep may take the entry,
   // and its bounds removal must find something to remove.
@@ -100,6 +100,36 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
   if (bytes >= kLargeAlloc) {
     metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(bytes), file, line,
                                hex(ptr));
+  }
+  return ptr;
+}
+
+// The common pooled case (no pad, no checked pointers, no capture): the
+// block and its ledger entry under one lock, the pool's and the ledger's.
+metrale_context::DevPtr metrale_context::alloc_pooled(metrale::core::LedgerEntry entry,
+                                                      metrale::core::StreamObj* st,
+                                                      const char* file, int line) {
+  DevPtr ptr = 0;
+  try {
+    device([&] {
+      std::lock_guard<std::mutex> lock(ledger_.mutex());
+      metrale::core::pool::Block* b = pool_->allocate_held(entry.bytes, st->handle);
+      entry.reserved = b->size;
+      entry.block = b;
+      entry.order = order_.fetch_add(1, std::memory_order_relaxed);
+      ledger_.record_locked(b->ptr, entry, file, line);
+      ptr = b->ptr;
+    });
+  } catch (const Error& e) {
+    if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
+    throw Error(METRALE_ERROR_OUT_OF_MEMORY,
+                oom_message(entry.bytes, file, line, false, true, e), e.driver_code());
+  }
+  metrale::core::Counters::bump(counters_.allocs);
+  metrale::core::Counters::bump(counters_.alloc_bytes, entry.bytes);
+  if (entry.bytes >= kLargeAlloc) {
+    metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(entry.bytes), file,
+                               line, hex(ptr));
   }
   return ptr;
 }
@@ -170,9 +200,30 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st) {
   fault_.check();
   if (ptr == 0) return;
   metrale::core::LedgerEntry e;
-  // Off the ledger first: of two threads freeing ptr at once exactly one
-  // takes it, and only that one calls the backend (never a double free).
-  if (!ledger_.take(ptr, &e)) refuse_free(ptr);
+  if (pool_ && !bounds_ && captures_open_.load(std::memory_order_acquire) == 0) {
+    // The common pooled case: the entry leaves and the block goes back to
+    // the pool under one lock. Anything else (a pad, streams marked with
+    // record_stream, a driver allocation) continues below, entry taken.
+    bool taken = false, done = false;
+    {
+      std::lock_guard<std::mutex> lock(ledger_.mutex());
+      taken = ledger_.take_locked(ptr, &e);
+      if (taken && e.block != nullptr && e.pad == 0 && e.block->uses.empty()) {
+        pool_->free_held(e.block, st != nullptr ? st->handle : e.block->stream);
+        done = true;
+      }
+    }
+    if (!taken) refuse_free(ptr);
+    if (done) {
+      metrale::core::Counters::bump(counters_.frees);
+      metrale::core::Counters::bump(counters_.free_bytes, e.bytes);
+      return;
+    }
+  } else if (!ledger_.take(ptr, &e)) {
+    // Off the ledger first: of two threads freeing ptr at once exactly one
+    // takes it, and only that one calls the backend (never a double free).
+    refuse_free(ptr);
+  }
   metrale::core::Region region{};
   const bool bounded = bounds_ && bounds_->take(ptr, &region);
   try {
