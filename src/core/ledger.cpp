@@ -57,6 +57,7 @@ void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
 }
 
 void Ledger::record_locked(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
+  entry.order = next_order_++;
   entry.site = site_id_locked(file, line);
   count_locked(entry, true);
   if (entry.pad > 0) append_pad_locked(ptr, &entry);

@@ -89,14 +89,15 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
     }
   }
   entry.reserved = reserved;
-  entry.order = order_.fetch_add(1, std::memory_order_relaxed);
   entry.block = block;
   // Bounds first: once on the ledger a concurrent sweep may take the entry,
   // and its bounds removal must find something to remove.
   if (bounds_) bounds_->add(ptr, {bytes, file, line});
-  ledger_.record(ptr, entry, file, line);
-  metrale::core::Counters::bump(counters_.allocs);
-  metrale::core::Counters::bump(counters_.alloc_bytes, bytes);
+  {
+    std::lock_guard<std::mutex> lock(ledger_.mutex());
+    ledger_.record_locked(ptr, entry, file, line);
+    count_alloc_held(bytes);
+  }
   if (bytes >= kLargeAlloc) {
     metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(bytes), file, line,
                                hex(ptr));
@@ -116,8 +117,8 @@ metrale_context::DevPtr metrale_context::alloc_pooled(metrale::core::LedgerEntry
       metrale::core::pool::Block* b = pool_->allocate_held(entry.bytes, st->handle);
       entry.reserved = b->size;
       entry.block = b;
-      entry.order = order_.fetch_add(1, std::memory_order_relaxed);
       ledger_.record_locked(b->ptr, entry, file, line);
+      count_alloc_held(entry.bytes);
       ptr = b->ptr;
     });
   } catch (const Error& e) {
@@ -125,8 +126,6 @@ metrale_context::DevPtr metrale_context::alloc_pooled(metrale::core::LedgerEntry
     throw Error(METRALE_ERROR_OUT_OF_MEMORY,
                 oom_message(entry.bytes, file, line, false, true, e), e.driver_code());
   }
-  metrale::core::Counters::bump(counters_.allocs);
-  metrale::core::Counters::bump(counters_.alloc_bytes, entry.bytes);
   if (entry.bytes >= kLargeAlloc) {
     metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(entry.bytes), file,
                                line, hex(ptr));
@@ -210,15 +209,12 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st) {
       taken = ledger_.take_locked(ptr, &e);
       if (taken && e.block != nullptr && e.pad == 0 && e.block->uses.empty()) {
         pool_->free_held(e.block, st != nullptr ? st->handle : e.block->stream);
+        count_free_held(e.bytes);
         done = true;
       }
     }
     if (!taken) refuse_free(ptr);
-    if (done) {
-      metrale::core::Counters::bump(counters_.frees);
-      metrale::core::Counters::bump(counters_.free_bytes, e.bytes);
-      return;
-    }
+    if (done) return;
   } else if (!ledger_.take(ptr, &e)) {
     // Off the ledger first: of two threads freeing ptr at once exactly one
     // takes it, and only that one calls the backend (never a double free).
@@ -252,8 +248,8 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st) {
     if (bounded) bounds_->add(ptr, region);
     throw;
   }
-  metrale::core::Counters::bump(counters_.frees);
-  metrale::core::Counters::bump(counters_.free_bytes, e.bytes);
+  std::lock_guard<std::mutex> lock(ledger_.mutex());
+  count_free_held(e.bytes);
 }
 
 void metrale_context::release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e,
