@@ -252,6 +252,9 @@ struct metrale_context {
   metrale::core::KernelTimer timer_;
   metrale::core::ScanFence scan_fence_;
   std::atomic<bool> warned_pinned_source_{false};
+  // METRALE_NVTX allows it and a tool listens (mem_annotations_begin): the
+  // pool's chunk source annotates chunks and blocks. Set once at create.
+  bool annotate_memory_ = false;
 };
 
 namespace metrale::core {
