@@ -164,11 +164,16 @@ class Backend {
   // reported. Best effort: the hooks never throw and never fail a caller.
   // Every backend but cuda keeps these no-op defaults (no tool to tell).
   //
-  // Turns the annotations on when a tool is attached to the process and
-  // returns whether they are on (false: every hook below stays a no-op, and
-  // core need not call them). Core calls it once, at context create, unless
-  // METRALE_NVTX=0.
-  virtual bool mem_annotations_begin() { return false; }
+  // METRALE_NVTX: unset = AUTO, 1 = ON, 0 = OFF.
+  enum class Annotations { OFF, AUTO, ON };
+  // Turns the annotations on (AUTO: only when a tool is attached to the
+  // process; ON: whenever this backend can annotate) and returns whether
+  // they are on (false: every hook below stays a no-op, and core need not
+  // call them). Core calls it once, at context create, unless OFF.
+  virtual bool mem_annotations_begin(Annotations mode) {
+    (void)mode;
+    return false;
+  }
   // [ptr, ptr+bytes) is a chunk from mem_alloc that blocks are cut from.
   // Called after mem_alloc; the release before mem_free of the chunk (it
   // drops the chunk's regions too).

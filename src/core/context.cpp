@@ -51,10 +51,10 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
   using metrale::core::handle_id::handle_from;
   metrale::core::apply_log_env();
   metrale_context_options_t opts = metrale::core::resolve_options(given);
-  const bool nvtx = metrale::core::nvtx_wanted();  // METRALE_NVTX, refused before anything opens
+  const auto nvtx = metrale::core::nvtx_setting();  // METRALE_NVTX, refused before anything opens
   std::unique_ptr<metrale_context> ctx(new metrale_context(opts));
   ctx->backend_ = metrale::core::open_backend(opts);
-  ctx->annotate_memory_ = nvtx && ctx->backend_->mem_annotations_begin();
+  ctx->annotate_memory_ = ctx->backend_->mem_annotations_begin(nvtx);
   ctx->modules_ = std::make_unique<metrale::core::Modules>(*ctx->backend_, ctx->strings_);
   StreamHandle h = ctx->backend_->stream_create();
   uint64_t handle = 0;

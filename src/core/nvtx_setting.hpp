@@ -1,12 +1,14 @@
-// METRALE_NVTX: whether a context annotates the caching pool's chunks and
-// blocks for tools (Backend::mem_annotations_begin). Read at context create.
+// METRALE_NVTX: whether a context describes the caching pool's chunks and
+// blocks to tools (Backend::mem_annotations_begin). Read at context create.
 #pragma once
+
+#include "backend/backend.hpp"
 
 namespace metrale::core {
 
-// Unset or empty: true (the annotations cost nothing without a tool, see
-// Backend::mem_annotations_begin). "1": true, "0": false. Anything else
+// Unset or empty: Auto (on when a tool is attached). "1": On (even when
+// no tool is detected; NVTX itself then decides). "0": Off. Anything else
 // throws INVALID_ARGUMENT naming the variable and its value.
-bool nvtx_wanted();
+backend::Backend::Annotations nvtx_setting();
 
 }  // namespace metrale::core

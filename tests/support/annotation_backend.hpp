@@ -42,7 +42,7 @@ class AnnotationBackend final : public Backend {
     return p;
   }
   void mem_free(DevPtr ptr) override { note("free", ptr); }
-  bool mem_annotations_begin() override { return true; }
+  bool mem_annotations_begin(Annotations) override { return true; }
   void mem_annotate_chunk(DevPtr ptr, size_t bytes) noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
     add("chunk", ptr, bytes);

@@ -88,13 +88,14 @@ class CudaBackend final : public Backend {
                      StreamHandle s, const void* args, size_t args_bytes) override;
 
   // NVTX memory annotations (nvtx_memory.hpp): on only under a tool.
-  bool mem_annotations_begin() override {
+  bool mem_annotations_begin(Annotations mode) override {
+    if (mode == Annotations::OFF) return false;
     try {
       make_current();  // compute-sanitizer wants CUDA up before NVTX
     } catch (const Error&) {
       return false;
     }
-    return nvtx_.begin();
+    return nvtx_.begin(mode == Annotations::ON);
   }
   void mem_annotate_chunk(DevPtr ptr, size_t bytes) noexcept override { nvtx_.chunk(ptr, bytes); }
   void mem_annotate_chunk_release(DevPtr ptr) noexcept override { nvtx_.chunk_release(ptr); }

@@ -25,12 +25,13 @@ namespace metrale::backend::cuda_impl {
 
 class NvtxMemory {
  public:
-  // Turns annotations on when a tool is attached; returns whether they are
-  // on. Call with the device context current: compute-sanitizer wants CUDA
-  // initialised before the first NVTX call. False, and no NVTX call at all,
-  // when NVTX_INJECTION64_PATH is unset or the library was built without
-  // the NVTX3 headers.
-  bool begin();
+  // Turns annotations on; returns whether they are on. Call with the device
+  // context current: compute-sanitizer wants CUDA initialised before the
+  // first NVTX call. Without `force`, only when a tool is attached: false,
+  // and no NVTX call at all, when NVTX_INJECTION64_PATH is unset. With it,
+  // NVTX3 itself finds out at the first chunk (for a tool attached some
+  // other way). Always false when built without the NVTX3 headers.
+  bool begin(bool force);
   // No-ops unless begin() answered true. A tool that does not take the
   // memory extension (the first heap registration returns no handle) turns
   // the annotations off for good.

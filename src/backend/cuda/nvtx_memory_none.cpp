@@ -4,7 +4,7 @@
 
 namespace metrale::backend::cuda_impl {
 
-bool NvtxMemory::begin() { return false; }
+bool NvtxMemory::begin(bool) { return false; }
 const NvtxMemory::Heap* NvtxMemory::heap_of(uint64_t) const { return nullptr; }
 void NvtxMemory::chunk(uint64_t, size_t) noexcept {}
 void NvtxMemory::chunk_release(uint64_t) noexcept {}
