@@ -93,16 +93,27 @@ void annotates() {
   m.chunk(kBase, kChunk);
   m.block(kBase, 1000);
   m.block(kBase + 1024, 1000);
-  m.block(0x90000000, 64);        // in no chunk: ignored
-  m.block(kBase + kChunk, 64);    // just past the chunk: ignored
+  m.block(0x90000000, 64);               // in no chunk: ignored
+  m.block(kBase + kChunk, 64);           // just past the chunk: ignored
+  m.block(kBase + kChunk - 512, 1024);   // runs past its chunk's end: ignored
+  m.block(kBase + 4096, 0);              // empty: no region
+  m.block_release(kBase + 4096);         // ... and nothing to release
+  m.block_release(kBase + 8192);         // never registered: ignored
   m.block_release(kBase);
-  m.chunk_release(kBase);         // takes the region at +1024 with it
-  m.block_release(kBase + 1024);  // its chunk is gone: nothing to say
-  m.chunk_release(kBase);         // twice: nothing
+  m.block_release(kBase);                // twice: once told
+  m.chunk_release(kBase);                // takes the region at +1024 with it
+  m.block_release(kBase + 1024);         // its chunk is gone: nothing to say
+  m.chunk_release(kBase);                // twice: nothing
+  m.chunk(kBase, kChunk);                // the same range again, a new heap
+  m.block(kBase + 1024, 1000);           // registered anew
+  m.block_release(kBase + 1024);
+  m.chunk_release(kBase);
   CHECK_LOG("heap usage=1 ptr=0x10000000 size=2097152 -> 0x1000",
             "region heap=0x1000 ptr=0x10000000 size=1000",
             "region heap=0x1000 ptr=0x10000400 size=1000", "unregion ptr=0x10000000",
-            "unheap 0x1000");
+            "unheap 0x1000", "heap usage=1 ptr=0x10000000 size=2097152 -> 0x1010",
+            "region heap=0x1010 ptr=0x10000400 size=1000", "unregion ptr=0x10000400",
+            "unheap 0x1010");
   size_t regions = 0;
   CHECK(tool_live(&regions) == 0);
   CHECK(regions == 0);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace metrale::backend::cuda_impl {
 
@@ -37,14 +38,18 @@ class NvtxMemory {
   // the annotations off for good.
   void chunk(uint64_t ptr, size_t bytes) noexcept;
   void chunk_release(uint64_t ptr) noexcept;
-  // Ignored when [ptr, ptr+bytes) lies in no registered chunk.
+  // Ignored when [ptr, ptr+bytes) lies in no one registered chunk, or bytes is
+  // 0 (no region then: every access is out of bounds). A release of a
+  // block that has no region (never registered, released already, or its
+  // chunk released) is ignored too.
   void block(uint64_t ptr, size_t bytes) noexcept;
   void block_release(uint64_t ptr) noexcept;
 
  private:
   struct Heap {
-    void* handle;  // nvtxMemHeapHandle_t
+    uint64_t base;
     size_t bytes;
+    void* handle;  // nvtxMemHeapHandle_t
   };
   // The heap holding ptr, or nullptr. Needs mu_.
   const Heap* heap_of(uint64_t ptr) const;
@@ -52,6 +57,7 @@ class NvtxMemory {
   std::atomic<bool> on_{false};
   std::mutex mu_;
   std::map<uint64_t, Heap> heaps_;  // by chunk base
+  std::set<uint64_t> regions_;      // registered block addresses
 };
 
 }  // namespace metrale::backend::cuda_impl
