@@ -62,7 +62,7 @@ void NvtxMemory::chunk(uint64_t ptr, size_t bytes) noexcept {
     return;
   }
   try {
-    heaps_[ptr] = Heap{h, bytes};
+    heaps_[ptr] = Heap{ptr, bytes, h};
   } catch (...) {
     nvtxMemHeapUnregister(domain(), h);  // unannotated rather than half
   }
@@ -74,6 +74,8 @@ void NvtxMemory::chunk_release(uint64_t ptr) noexcept {
   auto it = heaps_.find(ptr);
   if (it == heaps_.end()) return;
   nvtxMemHeapUnregister(domain(), static_cast<nvtxMemHeapHandle_t>(it->second.handle));
+  // The heap took its regions with it.
+  regions_.erase(regions_.lower_bound(ptr), regions_.lower_bound(ptr + it->second.bytes));
   heaps_.erase(it);
 }
 
@@ -81,7 +83,12 @@ void NvtxMemory::block(uint64_t ptr, size_t bytes) noexcept {
   if (!on_.load(std::memory_order_relaxed) || bytes == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   const Heap* heap = heap_of(ptr);
-  if (heap == nullptr) return;
+  if (heap == nullptr || bytes > heap->bytes - (ptr - heap->base)) return;
+  try {
+    if (!regions_.insert(ptr).second) return;  // registered already
+  } catch (...) {
+    return;  // unannotated rather than untracked
+  }
   nvtxMemVirtualRangeDesc_t range{};
   range.size = bytes;
   range.ptr = reinterpret_cast<const void*>(static_cast<uintptr_t>(ptr));
@@ -100,7 +107,9 @@ void NvtxMemory::block(uint64_t ptr, size_t bytes) noexcept {
 void NvtxMemory::block_release(uint64_t ptr) noexcept {
   if (!on_.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (heap_of(ptr) == nullptr) return;  // its chunk is gone: so are its regions
+  // Never registered, released already, or its chunk is gone (and so is
+  // the region): nothing to tell.
+  if (regions_.erase(ptr) == 0) return;
   nvtxMemRegionRef_t ref;
   ref.pointer = reinterpret_cast<const void*>(static_cast<uintptr_t>(ptr));
   nvtxMemRegionsUnregisterBatch_t batch{};
