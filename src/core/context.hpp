@@ -310,6 +310,9 @@ struct metrale_context {
   std::unique_ptr<metrale::core::pool::BackendChunkSource> chunk_source_;
   std::unique_ptr<metrale::core::pool::CachingPool> pool_;
   std::atomic<bool> warned_pinned_source_{false};
+  // METRALE_NVTX allows it and a tool listens (mem_annotations_begin): the
+  // pool's chunk source annotates chunks and blocks. Set once at create.
+  bool annotate_memory_ = false;
 };
 
 namespace metrale::core {

@@ -55,6 +55,8 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
       block = device([&] { return pool_->allocate(bytes + pad, st->handle, cap); });
       ptr = block->ptr;
       reserved = block->size;
+      // Pad included: the library's own fill and scan kernels touch it.
+      chunk_source_->block_handed_out(ptr, bytes + pad);
     } else {
       ptr = device([&] {
         return managed ? backend_->mem_alloc_managed(bytes, &reserved)
@@ -78,6 +80,7 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
     } catch (...) {
       try {
         if (block != nullptr) {
+          chunk_source_->block_returned(ptr);
           pool_->free(block);
         } else {
           backend_->mem_free(ptr);
@@ -117,6 +120,7 @@ metrale_context::DevPtr metrale_context::alloc_pooled(metrale::core::LedgerEntry
       metrale::core::pool::Block* b = pool_->allocate_held(entry.bytes, st->handle);
       entry.reserved = b->size;
       entry.block = b;
+      chunk_source_->block_handed_out(b->ptr, entry.bytes);
       ledger_.record_locked(b->ptr, entry, file, line);
       count_alloc_held(entry.bytes);
       ptr = b->ptr;
@@ -208,6 +212,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st) {
       std::lock_guard<std::mutex> lock(ledger_.mutex());
       taken = ledger_.take_locked(ptr, &e);
       if (taken && e.block != nullptr && e.pad == 0 && e.block->uses.empty()) {
+        chunk_source_->block_returned(ptr);
         pool_->free_held(e.block, st != nullptr ? st->handle : e.block->stream);
         count_free_held(e.bytes);
         done = true;
@@ -260,13 +265,20 @@ void metrale_context::release_memory(DevPtr ptr, const metrale::core::LedgerEntr
     if (scan_fence_.hold(ptr, e.block)) return;
   }
   if (e.block != nullptr) {
-    device([&] {
-      if (on != 0) {
-        pool_->free_on(e.block, on);
-      } else {
-        pool_->free(e.block);
-      }
-    });
+    // Before the pool has it: after, another thread may hand it out again.
+    chunk_source_->block_returned(ptr);
+    try {
+      device([&] {
+        if (on != 0) {
+          pool_->free_on(e.block, on);
+        } else {
+          pool_->free(e.block);
+        }
+      });
+    } catch (...) {
+      chunk_source_->block_handed_out(ptr, e.bytes + e.pad);  // still the caller's
+      throw;
+    }
     return;
   }
   device([&] { backend_->mem_free(ptr); });
@@ -309,6 +321,7 @@ void metrale_context::free_held(
   for (const auto& h : held) {
     try {
       if (h.block != nullptr) {
+        chunk_source_->block_returned(h.ptr);
         pool_->free(static_cast<metrale::core::pool::Block*>(h.block));
       } else {
         device([&] { backend_->mem_free(h.ptr); });
