@@ -257,12 +257,16 @@
  *    the driver (2 MiB chunks for sizes up to 1 MiB, 20 MiB or own-size
  *    chunks above), rounded up to 512 bytes; metrale_free gives it back to
  *    the pool, not to the driver. Managed memory and arenas never use it.
- *    - Every pooled block is ordered on one stream: the default stream for
- *      metrale_alloc, s for metrale_alloc_async. Freed (metrale_free: on
- *      that stream; metrale_free_async: on the stream given) it is handed
- *      out again at once to allocations on the same stream, which run
- *      after the free in that stream's order, and to other streams only
- *      once an event recorded after the free has completed.
+ *    - Every pooled block is ordered on one stream, its own: the default
+ *      stream for metrale_alloc, s for metrale_alloc_async. Freed on its
+ *      own stream (metrale_free, or metrale_free_async on that stream) it
+ *      is handed out again at once to allocations on that stream, which
+ *      run after the free in its order, and to other streams only once an
+ *      event recorded after the free has completed. Freed with
+ *      metrale_free_async on ANOTHER stream, it stays with its own stream's
+ *      cache, reusable (there too) once an event recorded on the freeing
+ *      stream has completed (torch's rule; a stream that only frees would
+ *      otherwise hoard blocks that never merge).
  *    - So the caller orders every use of a block on ANOTHER stream before
  *      its free (an event the freeing stream waits for, a synchronize), or
  *      marks it with metrale_record_stream, or frees it with
@@ -614,7 +618,8 @@ metrale_status_t metrale_alloc_managed_at(metrale_context_t* ctx, size_t bytes,
 #define metrale_alloc_managed(ctx, bytes, out) \
   metrale_alloc_managed_at((ctx), (bytes), __FILE__, __LINE__, (out))
 
-/** Takes dptr off the ledger, then frees it. dptr 0 is OK.
+/** Takes dptr off the ledger, then frees it (file:line, copied, is the
+ *  freeing site the quarantine reports; NULL: unknown). dptr 0 is OK.
  *  Statuses: NOT_FOUND (not a live ledger allocation: never allocated or
  *  already freed), INVALID_ARGUMENT (an interior pointer: the message names
  *  the allocation it lies in), CONTEXT_LOST, DRIVER (the driver refused the
@@ -628,7 +633,13 @@ metrale_status_t metrale_alloc_managed_at(metrale_context_t* ctx, size_t bytes,
  *  poison running on another thread: the block leaves the ledger and the
  *  counters at once; if it has a pad, its memory goes back to the device
  *  when that pass ends (rule 4; a driver refusal then is logged). */
+metrale_status_t metrale_free_at(metrale_context_t* ctx, metrale_devptr_t dptr, const char* file,
+                                 int line);
+/** metrale_free_at without a site (what binaries built against 0.1 call).
+ *  C and C++ code compiled with this header calls metrale_free_at through
+ *  the macro below, so the quarantine can name the line that freed. */
 metrale_status_t metrale_free(metrale_context_t* ctx, metrale_devptr_t dptr);
+#define metrale_free(ctx, dptr) metrale_free_at((ctx), (dptr), __FILE__, __LINE__)
 
 /* ------------------------------------------------------------------ */
 /* The caching pool (rule 9)                                           */
@@ -795,6 +806,45 @@ metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count)
  *  stream, the kernel's own included (rule 5). */
 metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_violation_t* out,
                                       size_t cap, size_t* count);
+
+/** The byte freed memory in quarantine is filled with. */
+#define METRALE_QUARANTINE_PATTERN 0xD7u
+
+/** A write into freed memory held in quarantine (a use after free). */
+typedef struct metrale_use_after_free {
+  metrale_devptr_t ptr;      /* the freed allocation's pointer */
+  size_t bytes;              /* its size as asked */
+  uint64_t seq;
+  const char* alloc_file;    /* where it was allocated (valid until context destroy) */
+  int alloc_line;
+  const char* free_file;     /* where it was freed ("<unknown>" when the free gave none) */
+  int free_line;
+  size_t first_bad_offset;   /* from ptr (the pad's bytes come after `bytes`) */
+  size_t bad_bytes;          /* bytes that differ from METRALE_QUARANTINE_PATTERN */
+  uint8_t found;             /* what the first bad byte holds */
+} metrale_use_after_free_t;
+
+/** The freed-memory quarantine (red zones on and quarantine_bytes > 0, or
+ *  METRALE_QUARANTINE=<bytes>): each device allocation freed with
+ *  metrale_free / metrale_free_async is filled with
+ *  METRALE_QUARANTINE_PATTERN on the stream it is freed on (over its bytes
+ *  and its pad) and held back, not reused, while the quarantine holds at
+ *  most quarantine_bytes; past that the oldest go back (to the pool or the
+ *  driver) unchecked. A block whose size alone exceeds the budget, and one
+ *  freed while its stream captures, is not quarantined.
+ *  This scan waits for the context's streams as metrale_redzone_scan does,
+ *  then checks every quarantined block: *count gets how many were written
+ *  after their free; up to cap go to out, oldest free first. METRALE_OK when
+ *  none (and when the quarantine is off); METRALE_ERROR_REDZONE_CORRUPTED
+ *  when any (the message names the first, with the site that allocated it
+ *  and the site that freed it); CAPTURE when a dirty block must be read back
+ *  while the default stream captures. Reported blocks stay quarantined.
+ *  metrale_redzone_scan runs this check too and lists these blocks among
+ *  its violations (expected = METRALE_QUARANTINE_PATTERN, file/line = the
+ *  allocation site, first_bad_offset from ptr). Thread-safe, as
+ *  metrale_redzone_scan (rule 4). */
+metrale_status_t metrale_quarantine_scan(metrale_context_t* ctx, metrale_use_after_free_t* out,
+                                         size_t cap, size_t* count);
 
 /** Refills with the pattern the pads of live allocations whose seq lies in
  *  [lo, hi). INVALID_ARGUMENT when lo > hi. OK when red zones are off.

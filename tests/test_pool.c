@@ -73,18 +73,49 @@ static void another_stream_waits_for_an_event(void** state) {
   mt_close(ctx);
 }
 
-static void free_async_moves_the_block_to_that_stream(void** state) {
+static void a_block_freed_on_another_stream_goes_home_after_it(void** state) {
   (void)state;
   metrale_context_t* ctx = open_pool(0);
   metrale_stream_t* s = NULL;
   MT_OK(metrale_stream_create(ctx, &s));
-  metrale_devptr_t a = 0, b = 0;
+  metrale_devptr_t a = 0, b = 0, c = 0;
   MT_OK(metrale_alloc(ctx, 30u << 20, &a)); /* a chunk of its own */
+  MT_OK(metrale_memset_async(ctx, a, 1, 30u << 20, s));
   MT_OK(metrale_free_async(ctx, a, s));
+  /* It stays the default stream's, behind an event on s: s does not take
+   * it over (a stream that only frees would hoard unmergeable blocks). */
   MT_OK(metrale_alloc_async(ctx, 30u << 20, s, &b));
-  assert_int_equal(a, b); /* s freed it: s reuses it at once */
+  assert_true(b != a);
+  /* Once s has drained, the default stream gets it back. */
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  MT_OK(metrale_alloc(ctx, 30u << 20, &c));
+  assert_int_equal(c, a);
   MT_OK(metrale_free_async(ctx, b, s));
+  MT_OK(metrale_free(ctx, c));
   MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+/* The shape of a training step with a communication stream: gradients are
+ * allocated on compute and freed on comm, step after step. Reserved memory
+ * must settle after the first step, not grow with every one. */
+static void cross_stream_frees_do_not_grow_the_pool(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_stream_t* comm = NULL;
+  MT_OK(metrale_stream_create(ctx, &comm));
+  uint64_t reserved_after_first = 0;
+  for (int step = 0; step < 6; ++step) {
+    metrale_devptr_t grads[8], act[8];
+    for (int i = 0; i < 8; ++i) MT_OK(metrale_alloc(ctx, (size_t)(i + 1) << 20, &act[i]));
+    for (int i = 0; i < 8; ++i) MT_OK(metrale_alloc(ctx, (size_t)(3 + i) << 19, &grads[i]));
+    for (int i = 7; i >= 0; --i) MT_OK(metrale_free(ctx, act[i]));
+    for (int i = 0; i < 8; ++i) MT_OK(metrale_free_async(ctx, grads[i], comm));
+    MT_OK(metrale_stream_synchronize(ctx, comm));
+    if (step == 0) reserved_after_first = stats(ctx).reserved_bytes;
+  }
+  assert_int_equal(stats(ctx).reserved_bytes, reserved_after_first);
+  MT_OK(metrale_stream_destroy(ctx, comm));
   mt_close(ctx);
 }
 
@@ -387,7 +418,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_freed_block_is_reused_on_its_stream),
       cmocka_unit_test(another_stream_waits_for_an_event),
-      cmocka_unit_test(free_async_moves_the_block_to_that_stream),
+      cmocka_unit_test(a_block_freed_on_another_stream_goes_home_after_it),
+      cmocka_unit_test(cross_stream_frees_do_not_grow_the_pool),
       cmocka_unit_test(record_stream_holds_the_block_until_that_stream_is_done),
       cmocka_unit_test(the_ledger_is_exact_on_pooled_blocks),
       cmocka_unit_test(trim_and_free_memory_count_the_cache),

@@ -132,10 +132,16 @@ void cross_stream() {
   // A block freed on S2 that was taken from S1 belongs to S2 now.
   CHECK(pool.free(a));
   CHECK_EQ(pool.allocate(MiB, S2), a);
-  // free_on: a block allocated on S1 and freed on S3 is S3's at once.
+  // free_on: a block allocated on S1 and freed on S3 stays S1's, pending
+  // an event on S3: neither S3 nor S1 takes it before that event is done.
+  const uint64_t records = src.records;
   const DevPtr d = pool.allocate(30 * MiB, S1);
   CHECK(pool.free_on(d, S3));
-  CHECK_EQ(pool.allocate(30 * MiB, S3), d);
+  CHECK_EQ(src.records, records + 1);  // the event on S3
+  CHECK(pool.allocate(30 * MiB, S3) != d);
+  CHECK(pool.allocate(30 * MiB, S1) != d);
+  src.complete_stream(S3);
+  CHECK_EQ(pool.allocate(30 * MiB, S1), d);
 }
 
 // An event covers the frees before its record only: a later free on the

@@ -33,7 +33,7 @@ static inline metrale_status_t mg_log_set_level(char** err, metrale_log_level_t 
 
 static inline metrale_status_t mg_alloc_at(char** err, mg_ctx* c, size_t n, const char* f, int l, metrale_devptr_t* o) { MG_CALL(metrale_alloc_at(c, n, f, l, o)); }
 static inline metrale_status_t mg_alloc_managed_at(char** err, mg_ctx* c, size_t n, const char* f, int l, metrale_devptr_t* o) { MG_CALL(metrale_alloc_managed_at(c, n, f, l, o)); }
-static inline metrale_status_t mg_free(char** err, mg_ctx* c, metrale_devptr_t p) { MG_CALL(metrale_free(c, p)); }
+static inline metrale_status_t mg_free(char** err, mg_ctx* c, metrale_devptr_t p) { MG_CALL(metrale_free_at(c, p, NULL, 0)); }
 static inline metrale_status_t mg_host_alloc_pinned(char** err, mg_ctx* c, size_t n, void** o) { MG_CALL(metrale_host_alloc_pinned(c, n, o)); }
 static inline metrale_status_t mg_host_free_pinned(char** err, mg_ctx* c, void* p) { MG_CALL(metrale_host_free_pinned(c, p)); }
 static inline metrale_status_t mg_host_device_pointer(char** err, mg_ctx* c, void* p, metrale_devptr_t* o) { MG_CALL(metrale_host_device_pointer(c, p, o)); }

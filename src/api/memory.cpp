@@ -27,8 +27,14 @@ METRALE_API metrale_status_t metrale_alloc_managed_at(metrale_context_t* ctx, si
   });
 }
 
+METRALE_API metrale_status_t metrale_free_at(metrale_context_t* ctx, metrale_devptr_t dptr,
+                                             const char* file, int line) {
+  return guarded([&] { live(ctx)->free(dptr, file, line); });
+}
+
+#undef metrale_free
 METRALE_API metrale_status_t metrale_free(metrale_context_t* ctx, metrale_devptr_t dptr) {
-  return guarded([&] { live(ctx)->free(dptr); });
+  return guarded([&] { live(ctx)->free(dptr, nullptr, 0); });
 }
 
 METRALE_API metrale_status_t metrale_alloc_arena(metrale_context_t* ctx, size_t bytes,

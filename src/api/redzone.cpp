@@ -20,3 +20,14 @@ METRALE_API metrale_status_t metrale_redzone_poison(metrale_context_t* ctx, uint
                                                     uint64_t hi) {
   return guarded([&] { live(ctx)->redzone_poison(lo, hi); });
 }
+
+METRALE_API metrale_status_t metrale_quarantine_scan(metrale_context_t* ctx,
+                                                     metrale_use_after_free_t* out, size_t cap,
+                                                     size_t* count) {
+  return guarded([&] {
+    metrale_context* c = live(ctx);
+    require(count, "count");
+    if (cap > 0) require(out, "out");
+    c->quarantine_scan(out, cap, count);
+  });
+}

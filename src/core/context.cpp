@@ -45,6 +45,9 @@ metrale_context::metrale_context(const metrale_context_options_t& opts)
   trace_on_.store(opts.launch_trace != 0);
   kernel_timing_.store(opts.kernel_timing != 0);
   if (opts.checked_pointers != 0) bounds_ = std::make_unique<metrale::core::BoundsIndex>();
+  if (opts.redzone_bytes > 0 && opts.quarantine_bytes > 0) {
+    quarantine_ = std::make_unique<metrale::core::Quarantine>(opts.quarantine_bytes);
+  }
 }
 
 metrale_context_t* metrale_context::create(const metrale_context_options_t* given) {
@@ -107,6 +110,7 @@ void metrale_context::release_everything() noexcept {
     }
   };
   quietly([&] { sweep(); });
+  if (quarantine_) release_quarantined(quarantine_->drain());
   // The tables die with the context: no handle of it is found after this.
   for (metrale::core::GraphObj* g : graphs_.live()) {
     quietly([&] { backend_->graph_destroy(g->handle); });

@@ -28,6 +28,7 @@
 #include "core/ledger.hpp"
 #include "core/modules.hpp"
 #include "core/pinned_registry.hpp"
+#include "core/quarantine.hpp"
 #include "core/pool/backend_chunk_source.hpp"
 #include "core/pool/caching_pool.hpp"
 #include "core/scan_fence.hpp"
@@ -69,7 +70,7 @@ struct metrale_context {
   // only pooled device memory is stream-ordered.
   DevPtr alloc(size_t bytes, const char* file, int line, metrale_alloc_kind_t kind,
                metrale_stream* s = nullptr, bool wait_for_fill = true);
-  void free(DevPtr ptr);
+  void free(DevPtr ptr, const char* file = nullptr, int line = 0);
 
   // --- the caching pool (pool_ops.cpp) ---
   // metrale_free_async: frees ptr on s (pooled), or as free() (raw).
@@ -240,7 +241,25 @@ struct metrale_context {
   void free_held(const std::vector<metrale::core::ScanFence::Released>& held) noexcept;
   // The shared body of free() and free_on(): st == nullptr frees on the
   // block's own stream.
-  void free_impl(DevPtr ptr, metrale::core::StreamObj* st);
+  void free_impl(DevPtr ptr, metrale::core::StreamObj* st, const char* file, int line);
+  // The pool's or the driver's free, now (no ScanFence check).
+  void release_now(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on);
+  // --- the freed-memory quarantine (quarantine_ops.cpp) ---
+  // Fills and holds a block just taken off the ledger; releases what the
+  // budget pushes out. Throws (nothing held) when the fill fails.
+  void quarantine_block(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on,
+                        const char* file, int line);
+  void release_quarantined(const std::vector<metrale::core::QuarantinedBlock>& out) noexcept;
+  bool quarantine_takes(const metrale::core::LedgerEntry& e) const {
+    return quarantine_ && e.kind == METRALE_ALLOC_DEVICE && quarantine_->fits(e.bytes + e.pad);
+  }
+ public:
+  void quarantine_scan(metrale_use_after_free_t* out, size_t cap, size_t* count);
+  // Violations for metrale_redzone_scan (first_bad_offset from ptr).
+  void quarantine_violations(std::vector<metrale_redzone_violation_t>* found);
+  size_t quarantined_bytes() const { return quarantine_ ? quarantine_->bytes() : 0; }
+ private:
+  std::vector<metrale_use_after_free_t> find_use_after_free();
   [[noreturn, gnu::cold]] void refuse_free(DevPtr ptr);
   // The alloc and free counters; ledger_.mutex() held (their only writers).
   void count_alloc_held(size_t bytes) {
@@ -309,6 +328,8 @@ struct metrale_context {
   // The caching pool (opts_.pool); destroyed before the streams it orders.
   std::unique_ptr<metrale::core::pool::BackendChunkSource> chunk_source_;
   std::unique_ptr<metrale::core::pool::CachingPool> pool_;
+  // Red zones on and quarantine_bytes > 0.
+  std::unique_ptr<metrale::core::Quarantine> quarantine_;
   std::atomic<bool> warned_pinned_source_{false};
   // METRALE_NVTX allows it and a tool listens (mem_annotations_begin): the
   // pool's chunk source annotates chunks and blocks. Set once at create.

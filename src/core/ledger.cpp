@@ -19,6 +19,11 @@ uint32_t Ledger::site_id_locked(const char* file, int line) {
   return id;
 }
 
+uint32_t Ledger::intern_site(const char* file, int line) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return site_id_locked(file, line);
+}
+
 uint32_t Ledger::site_id_by_text(const char* file, int line) {
   auto it = site_ids_.find(SiteKey{file, line});
   if (it != site_ids_.end()) return it->second;

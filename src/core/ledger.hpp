@@ -74,6 +74,8 @@ class Ledger {
   // The entry whose [ptr, ptr+bytes) holds p; O(n), for error paths.
   bool find_containing(DevPtr p, DevPtr* base, LedgerEntry* out) const;
 
+  // The id of site file:line (copied once), for records kept elsewhere.
+  uint32_t intern_site(const char* file, int line);
   const char* site_file(uint32_t site) const;
   int site_line(uint32_t site) const;
 

@@ -101,7 +101,8 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
     ledger_.record_locked(ptr, entry, file, line);
     count_alloc_held(bytes);
   }
-  if (bytes >= kLargeAlloc) {
+  // should_log first: the arguments are strings built before the call.
+  if (bytes >= kLargeAlloc && metrale::core::log().should_log(spdlog::level::debug)) {
     metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(bytes), file, line,
                                hex(ptr));
   }
@@ -130,7 +131,7 @@ metrale_context::DevPtr metrale_context::alloc_pooled(metrale::core::LedgerEntry
     throw Error(METRALE_ERROR_OUT_OF_MEMORY,
                 oom_message(entry.bytes, file, line, false, true, e), e.driver_code());
   }
-  if (entry.bytes >= kLargeAlloc) {
+  if (entry.bytes >= kLargeAlloc && metrale::core::log().should_log(spdlog::level::debug)) {
     metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(entry.bytes), file,
                                line, hex(ptr));
   }
@@ -183,7 +184,9 @@ void metrale_context::fill_pooled_pad(DevPtr pad, size_t bytes, metrale::core::S
   }
 }
 
-void metrale_context::free(DevPtr ptr) { free_impl(ptr, nullptr); }
+void metrale_context::free(DevPtr ptr, const char* file, int line) {
+  free_impl(ptr, nullptr, file, line);
+}
 
 void metrale_context::refuse_free(DevPtr ptr) {
   metrale::core::LedgerEntry e;
@@ -199,11 +202,13 @@ void metrale_context::refuse_free(DevPtr ptr) {
                                            "(never allocated here, or already freed)");
 }
 
-void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st) {
+void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const char* file,
+                                int line) {
   fault_.check();
   if (ptr == 0) return;
   metrale::core::LedgerEntry e;
-  if (pool_ && !bounds_ && captures_open_.load(std::memory_order_acquire) == 0) {
+  if (pool_ && !bounds_ && !quarantine_ &&
+      captures_open_.load(std::memory_order_acquire) == 0) {
     // The common pooled case: the entry leaves and the block goes back to
     // the pool under one lock. Anything else (a pad, streams marked with
     // record_stream, a driver allocation) continues below, entry taken.
@@ -244,7 +249,13 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st) {
         on = StreamHandle{~0ull};
       }
     }
-    if (on != StreamHandle{~0ull}) release_memory(ptr, e, on);
+    if (on == StreamHandle{~0ull}) {
+      // deferred to the capture's end
+    } else if (quarantine_takes(e)) {
+      quarantine_block(ptr, e, on, file, line);
+    } else {
+      release_memory(ptr, e, on);
+    }
   } catch (...) {
     // Nothing was freed (the driver or the pool still holds the memory, so
     // no other allocation can have its address): put the entry, its pad and
@@ -264,6 +275,11 @@ void metrale_context::release_memory(DevPtr ptr, const metrale::core::LedgerEntr
     if (e.block != nullptr && on != 0) pool_->set_stream(e.block, on);  // freed on `on` later
     if (scan_fence_.hold(ptr, e.block)) return;
   }
+  release_now(ptr, e, on);
+}
+
+void metrale_context::release_now(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                                  StreamHandle on) {
   if (e.block != nullptr) {
     // Before the pool has it: after, another thread may hand it out again.
     chunk_source_->block_returned(ptr);
@@ -382,7 +398,9 @@ void* metrale_context::host_alloc_pinned(size_t bytes) {
     }
     throw;
   }
-  if (bytes >= kLargeAlloc) metrale::core::log().debug("host_alloc_pinned {}", human_bytes(bytes));
+  if (bytes >= kLargeAlloc && metrale::core::log().should_log(spdlog::level::debug)) {
+    metrale::core::log().debug("host_alloc_pinned {}", human_bytes(bytes));
+  }
   return p;
 }
 

@@ -8,7 +8,7 @@ using metrale::core::hex;
 
 void metrale_context::free_on(DevPtr ptr, metrale_stream* s) {
   metrale::core::StreamObj* st = stream_of(s);  // a bad stream frees nothing
-  free_impl(ptr, pool_ ? st : nullptr);
+  free_impl(ptr, pool_ ? st : nullptr, nullptr, 0);
 }
 
 void metrale_context::record_stream(DevPtr ptr, metrale_stream* s) {
@@ -38,6 +38,7 @@ void metrale_context::pool_stats(metrale_pool_stats_t* out) const {
     s.largest_free_block = p.largest_free;
     s.blocks_in_use = p.blocks_in_use;
   }
+  s.quarantined_bytes = quarantined_bytes();
   *out = s;
 }
 

@@ -52,7 +52,7 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
   fault_.check();
   refuse_in_any_work("metrale_redzone_scan");
   *count = 0;
-  if (ledger_.pad_count() == 0) return;
+  if (ledger_.pad_count() == 0 && quarantined_bytes() == 0) return;
   // Before the pass opens: frees are not held back while streams drain.
   settle_streams_before_scan();
 
@@ -65,12 +65,13 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
     std::vector<Range> zones;
     std::vector<metrale::core::PadOwner> owners;
     ledger_.pads(&zones, &owners);
-    if (zones.empty()) return;
     std::vector<uint32_t> mismatches(zones.size(), 0);
-    device([&] {
-      backend_->pattern_count(zones.data(), zones.size(), METRALE_REDZONE_PATTERN,
-                              mismatches.data());
-    });
+    if (!zones.empty()) {
+      device([&] {
+        backend_->pattern_count(zones.data(), zones.size(), METRALE_REDZONE_PATTERN,
+                                mismatches.data());
+      });
+    }
 
     // Dirty pads are read back on the default stream. While that stream
     // captures, the copy would be recorded into the caller's graph, aimed at
@@ -122,6 +123,8 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
       found.push_back(v);
     }
   }
+  // Writes into freed, quarantined blocks (a pass of its own).
+  quarantine_violations(&found);
   std::sort(found.begin(), found.end(),
             [](const auto& a, const auto& b) { return a.seq < b.seq; });
   for (size_t i = 0; i < found.size() && i < cap; ++i) out[i] = found[i];

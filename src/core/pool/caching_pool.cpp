@@ -246,6 +246,17 @@ void CachingPool::free_on(Block* b, StreamId stream) {
 }
 
 void CachingPool::free_locked(Block* b, StreamId stream) {
+  // Freed on another stream than its own: it stays with its own stream's
+  // cache (where it coalesces with its neighbours), behind an event on the
+  // freeing stream, as torch does. Moving it to the freeing stream's cache
+  // instead let a stream that only frees (a communication stream) collect
+  // blocks nobody could merge: reserved memory grew with every step.
+  if (stream != b->stream) {
+    if (std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
+      b->uses.push_back(stream);
+    }
+    stream = b->stream;
+  }
   b->uses.erase(std::remove(b->uses.begin(), b->uses.end(), stream), b->uses.end());
   for (StreamId u : b->uses) {
     if (src_.stream_capturing(u)) {
@@ -292,26 +303,22 @@ void CachingPool::free_locked(Block* b, StreamId stream) {
 }
 
 void CachingPool::promote_pending(bool wait) {
-  for (size_t i = 0; i < pending_.size();) {
-    Block* b = pending_[i];
-    bool done = true;
+  // Pending blocks are in free order: once one is not done, later ones
+  // rarely are, so the look stops there (at most one event query per
+  // allocation while any is pending, as torch's allocator does).
+  while (!pending_.empty()) {
+    Block* b = pending_.front();
     for (EventId e : b->pending_events) {
       if (wait) {
         src_.event_wait(e);
       } else if (!src_.event_query(e)) {
-        done = false;
-        break;
+        return;
       }
-    }
-    if (!done) {
-      ++i;
-      continue;
     }
     spare_events_.insert(spare_events_.end(), b->pending_events.begin(),
                          b->pending_events.end());
     b->pending_events.clear();
-    pending_[i] = pending_.back();
-    pending_.pop_back();
+    pending_.pop_front();
     --st_.blocks_pending;
     insert_free(b, state_for(b->stream));
   }

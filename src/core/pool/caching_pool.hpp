@@ -125,7 +125,7 @@ class CachingPool {
   std::unordered_map<StreamId, std::unique_ptr<StreamState>> streams_;
   StreamId last_stream_ = 0;
   StreamState* last_state_ = nullptr;
-  std::vector<Block*> pending_;
+  std::deque<Block*> pending_;  // free order
   std::vector<std::unique_ptr<Chunk>> chunks_;
   std::deque<Block> block_storage_;
   std::vector<Block*> spare_blocks_;

@@ -107,10 +107,26 @@ pub const METRALE_REDZONE_PATTERN: u8 = 0xA5;
 pub const METRALE_MODULE_FILE_MAX_BYTES: usize = 1073741824;
 /// The largest packed argument buffer for a kernel of unknown parameter layout.
 pub const METRALE_PACKED_ARGS_MAX_BYTES: usize = 4096;
+pub const METRALE_QUARANTINE_PATTERN: u8 = 0xD7;
 pub const METRALE_STAGING_DEFAULT_THRESHOLD: u32 = 1 << 20;
 pub const METRALE_STAGING_DEFAULT_BUFFER_BYTES: u32 = 4 << 20;
 pub const METRALE_STAGING_DEFAULT_BUFFERS: u32 = 4;
 pub const METRALE_STAGING_DEFAULT_THREADS: u32 = 4;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct metrale_use_after_free_t {
+    pub ptr: metrale_devptr_t,
+    pub bytes: usize,
+    pub seq: u64,
+    pub alloc_file: *const c_char,
+    pub alloc_line: c_int,
+    pub free_file: *const c_char,
+    pub free_line: c_int,
+    pub first_bad_offset: usize,
+    pub bad_bytes: usize,
+    pub found: u8,
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -286,6 +302,18 @@ extern "C" {
         out: *mut metrale_devptr_t,
     ) -> metrale_status_t;
     pub fn metrale_free(ctx: *mut metrale_context_t, dptr: metrale_devptr_t) -> metrale_status_t;
+    pub fn metrale_free_at(
+        ctx: *mut metrale_context_t,
+        dptr: metrale_devptr_t,
+        file: *const c_char,
+        line: c_int,
+    ) -> metrale_status_t;
+    pub fn metrale_quarantine_scan(
+        ctx: *mut metrale_context_t,
+        out: *mut metrale_use_after_free_t,
+        cap: usize,
+        count: *mut usize,
+    ) -> metrale_status_t;
 
     // The caching pool
     pub fn metrale_alloc_async_at(

@@ -229,6 +229,10 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
             debug_sync, launch_trace, kernel_timing, trace_capacity, pool, quarantine_bytes,
             staging_threshold, staging_buffer_bytes, staging_buffers, staging_threads, pinned_pool
         }
+        metrale_use_after_free_t {
+            ptr, bytes, seq, alloc_file, alloc_line, free_file, free_line, first_bad_offset,
+            bad_bytes, found
+        }
         metrale_pool_stats_t {
             struct_size, enabled, reserved_bytes, in_use_bytes, requested_bytes, cached_bytes,
             peak_in_use_bytes, chunk_allocs, chunk_frees, largest_free_block, blocks_in_use,

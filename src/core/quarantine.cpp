@@ -1,0 +1,47 @@
+#include "core/quarantine.hpp"
+
+#include <algorithm>
+
+namespace metrale::core {
+
+std::vector<QuarantinedBlock> Quarantine::admit(QuarantinedBlock b) {
+  std::vector<QuarantinedBlock> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  b.serial = next_serial_++;
+  bytes_ += b.span();
+  held_.push_back(b);
+  while (bytes_ > budget_ && !held_.empty()) {
+    bytes_ -= held_.front().span();
+    out.push_back(held_.front());
+    held_.pop_front();
+  }
+  return out;
+}
+
+std::vector<QuarantinedBlock> Quarantine::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::vector<QuarantinedBlock>(held_.begin(), held_.end());
+}
+
+bool Quarantine::holds(uint64_t serial) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Serials rise from front to back.
+  auto it = std::lower_bound(held_.begin(), held_.end(), serial,
+                             [](const QuarantinedBlock& q, uint64_t s) { return q.serial < s; });
+  return it != held_.end() && it->serial == serial;
+}
+
+std::vector<QuarantinedBlock> Quarantine::drain() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<QuarantinedBlock> out(held_.begin(), held_.end());
+  held_.clear();
+  bytes_ = 0;
+  return out;
+}
+
+size_t Quarantine::bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_;
+}
+
+}  // namespace metrale::core

@@ -1,0 +1,52 @@
+// The freed-memory quarantine: blocks freed while red zones are on are
+// filled with METRALE_QUARANTINE_PATTERN and held back, oldest first out,
+// within a byte budget, so that a kernel writing through a stale pointer
+// writes into memory nobody owns and a scan can name who allocated and who
+// freed it. This class is the bookkeeping only (thread-safe, one mutex);
+// the context fills, releases and scans.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "core/ledger.hpp"
+
+namespace metrale::core {
+
+struct QuarantinedBlock {
+  DevPtr ptr = 0;
+  LedgerEntry entry;        // as it left the ledger (bytes, pad, seq, site, block)
+  uint32_t free_site = 0;   // a ledger site id
+  uint64_t stream = 0;      // backend stream the block is released on later
+  uint64_t serial = 0;      // admission order: a scan's snapshot names blocks by it
+  size_t span() const { return entry.bytes + entry.pad; }
+};
+
+class Quarantine {
+ public:
+  explicit Quarantine(size_t budget) : budget_(budget) {}
+  // Blocks larger than the budget are never admitted.
+  bool fits(size_t span) const { return span <= budget_; }
+  // Holds b; returns the blocks pushed out to stay within the budget, oldest
+  // first, which the caller now releases.
+  std::vector<QuarantinedBlock> admit(QuarantinedBlock b);
+  // A copy of what is held, oldest first.
+  std::vector<QuarantinedBlock> snapshot() const;
+  // Whether the block with this serial is still held.
+  bool holds(uint64_t serial) const;
+  // Everything, for teardown or an out-of-memory retry.
+  std::vector<QuarantinedBlock> drain();
+  size_t bytes() const;
+
+ private:
+  mutable std::mutex mutex_;
+  size_t budget_;
+  size_t bytes_ = 0;
+  uint64_t next_serial_ = 1;
+  std::deque<QuarantinedBlock> held_;
+};
+
+}  // namespace metrale::core

@@ -1,0 +1,146 @@
+// The freed-memory quarantine on a context: filling and holding freed
+// blocks, releasing what the budget pushes out, and the scan that finds
+// writes into them (a kernel using a pointer after its free).
+#include <algorithm>
+#include <cstdio>
+
+#include "core/context.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+
+using metrale::Error;
+using metrale::fail;
+using metrale::backend::Range;
+using metrale::core::QuarantinedBlock;
+
+void metrale_context::quarantine_block(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                                       StreamHandle on, const char* file, int line) {
+  QuarantinedBlock q;
+  q.ptr = ptr;
+  q.entry = e;
+  q.stream = on != 0 ? on
+             : e.block != nullptr ? pool_->block_stream(e.block)
+                                  : default_stream_->handle;
+  q.free_site = ledger_.intern_site(file != nullptr ? file : "<unknown>", line);
+  // On the stream it is freed on: after the owner's last use there. The
+  // owner's work on other streams must be ordered before the free (rule 9),
+  // so a write the scan finds came after the free.
+  device([&] { backend_->memset_async(ptr, METRALE_QUARANTINE_PATTERN, q.span(), q.stream); });
+  // compute-sanitizer sees the block as freed from now on.
+  if (e.block != nullptr) chunk_source_->block_returned(ptr);
+  release_quarantined(quarantine_->admit(q));
+}
+
+void metrale_context::release_quarantined(const std::vector<QuarantinedBlock>& out) noexcept {
+  for (const QuarantinedBlock& q : out) {
+    try {
+      // A quarantine scan may be reading the whole block: held back like a pad.
+      if (q.entry.block != nullptr) pool_->set_stream(q.entry.block, q.stream);
+      if (scan_fence_.hold(q.ptr, q.entry.block)) continue;
+      release_now(q.ptr, q.entry, q.stream);
+    } catch (const std::exception& ex) {
+      metrale::core::log().debug("releasing {} from the quarantine failed: {}",
+                                 metrale::core::hex(q.ptr), ex.what());
+    } catch (...) {
+      metrale::core::log().debug("releasing {} from the quarantine failed",
+                                 metrale::core::hex(q.ptr));
+    }
+  }
+}
+
+// Exact under concurrent frees, as the red-zone scan: the blocks are
+// snapshotted inside a ScanFence pass (one pushed out meanwhile stays
+// allocated until the pass ends), and a block is reported only when it is
+// still quarantined after its bytes were read back.
+std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free() {
+  std::vector<metrale_use_after_free_t> found;
+  if (!quarantine_ || quarantine_->bytes() == 0) return found;
+  auto release = [this](const std::vector<metrale::core::ScanFence::Released>& held) {
+    free_held(held);
+  };
+  metrale::core::ScanPass<decltype(release)> pass(scan_fence_, release);
+  const std::vector<QuarantinedBlock> held = quarantine_->snapshot();
+  if (held.empty()) return found;
+  std::vector<Range> ranges;
+  ranges.reserve(held.size());
+  for (const QuarantinedBlock& q : held) ranges.push_back(Range{q.ptr, q.span()});
+  std::vector<uint32_t> mismatches(ranges.size(), 0);
+  device([&] {
+    backend_->pattern_count(ranges.data(), ranges.size(), METRALE_QUARANTINE_PATTERN,
+                            mismatches.data());
+  });
+  std::vector<uint8_t> bytes;
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (mismatches[i] == 0) continue;
+    if (device([&] { return backend_->stream_is_capturing(default_stream_->handle); })) {
+      fail(METRALE_ERROR_CAPTURE,
+           "quarantine scan: freed blocks were written, and reading them back needs the "
+           "default stream, which is capturing; end or abort the capture first");
+    }
+    const QuarantinedBlock& q = held[i];
+    bytes.assign(q.span(), 0);
+    device([&] {
+      backend_->copy_d2h_async(bytes.data(), q.ptr, q.span(), default_stream_->handle);
+    });
+    sync(default_stream_->handle, "quarantine scan");
+    if (!quarantine_->holds(q.serial)) continue;  // released meanwhile: not ours to judge
+    metrale_use_after_free_t u{};
+    u.ptr = q.ptr;
+    u.bytes = q.entry.bytes;
+    u.seq = q.entry.seq;
+    u.alloc_file = ledger_.site_file(q.entry.site);
+    u.alloc_line = ledger_.site_line(q.entry.site);
+    u.free_file = ledger_.site_file(q.free_site);
+    u.free_line = ledger_.site_line(q.free_site);
+    bool first = true;
+    for (size_t off = 0; off < bytes.size(); ++off) {
+      if (bytes[off] == METRALE_QUARANTINE_PATTERN) continue;
+      if (first) {
+        u.first_bad_offset = off;
+        u.found = bytes[off];
+        first = false;
+      }
+      ++u.bad_bytes;
+    }
+    if (first) u.bad_bytes = mismatches[i];
+    found.push_back(u);
+  }
+  return found;
+}
+
+void metrale_context::quarantine_scan(metrale_use_after_free_t* out, size_t cap, size_t* count) {
+  fault_.check();
+  refuse_in_any_work("metrale_quarantine_scan");
+  *count = 0;
+  if (!quarantine_ || quarantine_->bytes() == 0) return;
+  settle_streams_before_scan();
+  const std::vector<metrale_use_after_free_t> found = find_use_after_free();
+  for (size_t i = 0; i < found.size() && i < cap; ++i) out[i] = found[i];
+  *count = found.size();
+  if (found.empty()) return;
+  const metrale_use_after_free_t& u = found.front();
+  fail(METRALE_ERROR_REDZONE_CORRUPTED,
+       metrale::core::plural(found.size(), "freed block") + " written after free; first: " +
+           metrale::core::hex(u.ptr) + " (" + std::to_string(u.bytes) + " bytes, seq " +
+           std::to_string(u.seq) + "), allocated at " +
+           metrale::core::site_text(u.alloc_file, u.alloc_line) + ", freed at " +
+           metrale::core::site_text(u.free_file, u.free_line) + ": " +
+           std::to_string(u.bad_bytes) + " bytes changed, the first at offset " +
+           std::to_string(u.first_bad_offset));
+}
+
+void metrale_context::quarantine_violations(std::vector<metrale_redzone_violation_t>* found) {
+  for (const metrale_use_after_free_t& u : find_use_after_free()) {
+    metrale_redzone_violation_t v{};
+    v.ptr = u.ptr;
+    v.bytes = u.bytes;
+    v.seq = u.seq;
+    v.file = u.alloc_file;
+    v.line = u.alloc_line;
+    v.first_bad_offset = u.first_bad_offset;
+    v.bad_bytes = u.bad_bytes;
+    v.expected = METRALE_QUARANTINE_PATTERN;
+    v.found = u.found;
+    found->push_back(v);
+  }
+}

@@ -1,0 +1,169 @@
+/* The freed-memory quarantine: freed blocks are filled and held back within
+ * a budget, and a scan names who allocated and who freed a block a kernel
+ * wrote after its free. Runs with the pool on and off. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+#define PAD 64
+
+static metrale_context_t* open_quarantine(size_t budget) {
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = PAD;
+  o.quarantine_bytes = budget;
+  metrale_context_t* ctx = mt_open(&o);
+  mt_load_kernels(ctx);
+  return ctx;
+}
+
+static size_t quarantined(metrale_context_t* ctx) {
+  metrale_pool_stats_t s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  MT_OK(metrale_pool_stats(ctx, &s));
+  return (size_t)s.quarantined_bytes;
+}
+
+static void freed_blocks_are_held_back(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_quarantine(1u << 20);
+  metrale_devptr_t a = 0, b = 0;
+  MT_OK(metrale_alloc(ctx, 4096, &a));
+  MT_OK(metrale_free(ctx, a));
+  assert_int_equal(quarantined(ctx), 4096 + PAD);
+  assert_int_equal(mt_ledger(ctx).count, 0);
+  metrale_counters_t c = mt_counters(ctx);
+  assert_int_equal(c.frees, 1);
+  assert_int_equal(c.free_bytes, 4096);
+  /* Not handed out again while quarantined. */
+  MT_OK(metrale_alloc(ctx, 4096, &b));
+  assert_true(b != a);
+  /* Filled with the pattern, pad included. */
+  MT_OK(metrale_stream_synchronize(ctx, NULL));
+  size_t n = 99;
+  MT_OK(metrale_quarantine_scan(ctx, NULL, 0, &n));
+  assert_int_equal(n, 0);
+  MT_OK(metrale_free(ctx, b));
+  mt_close(ctx);
+}
+
+static void a_write_after_free_names_both_sites(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_quarantine(1u << 20);
+  metrale_devptr_t keep = 0, p = 0;
+  MT_OK(metrale_alloc(ctx, 256, &keep));
+  const int alloc_line = __LINE__ + 1;
+  MT_OK(metrale_alloc(ctx, 1024, &p));
+  const int free_line = __LINE__ + 1;
+  MT_OK(metrale_free(ctx, p));
+  /* A kernel writes 16 u32 through the stale pointer. */
+  MT_OK(mt_fill_u32(ctx, NULL, p, 0x01020304u, 16));
+  metrale_use_after_free_t u[2];
+  size_t n = 0;
+  MT_STATUS(metrale_quarantine_scan(ctx, u, 2, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_MESSAGE_HAS("written after free");
+  MT_MESSAGE_HAS("freed at");
+  assert_int_equal(n, 1);
+  assert_int_equal(u[0].ptr, p);
+  assert_int_equal(u[0].bytes, 1024);
+  assert_int_equal(u[0].first_bad_offset, 0);
+  assert_int_equal(u[0].bad_bytes, 64);
+  assert_int_equal(u[0].found, 0x04);
+  assert_non_null(strstr(u[0].alloc_file, "test_quarantine.c"));
+  assert_int_equal(u[0].alloc_line, alloc_line);
+  assert_non_null(strstr(u[0].free_file, "test_quarantine.c"));
+  assert_int_equal(u[0].free_line, free_line);
+  /* The red-zone scan lists it too, with the quarantine's pattern. */
+  metrale_redzone_violation_t v[2];
+  MT_STATUS(metrale_redzone_scan(ctx, v, 2, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0].ptr, p);
+  assert_int_equal(v[0].expected, METRALE_QUARANTINE_PATTERN);
+  assert_int_equal(v[0].line, alloc_line);
+  /* The live block's pad is clean: only the freed one is reported. */
+  MT_OK(metrale_free(ctx, keep));
+  mt_close(ctx);
+}
+
+static void the_budget_pushes_out_the_oldest(void** state) {
+  (void)state;
+  const size_t span = 4096 + PAD;
+  metrale_context_t* ctx = open_quarantine(3 * span);
+  metrale_devptr_t p[5];
+  for (int i = 0; i < 5; ++i) MT_OK(metrale_alloc(ctx, 4096, &p[i]));
+  for (int i = 0; i < 5; ++i) MT_OK(metrale_free(ctx, p[i]));
+  assert_int_equal(quarantined(ctx), 3 * span); /* p[0], p[1] went back */
+  /* A write into a block that left the quarantine is not reported: it is
+   * nobody's memory any more as far as the quarantine knows. */
+  size_t n = 0;
+  MT_OK(metrale_stream_synchronize(ctx, NULL));
+  MT_OK(metrale_quarantine_scan(ctx, NULL, 0, &n));
+  assert_int_equal(n, 0);
+  /* A block larger than the whole budget is not quarantined. */
+  metrale_devptr_t big = 0;
+  MT_OK(metrale_alloc(ctx, 4 * span, &big));
+  MT_OK(metrale_free(ctx, big));
+  assert_int_equal(quarantined(ctx), 3 * span);
+  mt_close(ctx); /* quarantined blocks go back at destroy (ASan: no leak) */
+}
+
+static void off_without_red_zones_or_budget(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.quarantine_bytes = 1u << 20; /* red zones off: no quarantine */
+  metrale_context_t* ctx = mt_open(&o);
+  metrale_devptr_t a = 0;
+  MT_OK(metrale_alloc(ctx, 4096, &a));
+  MT_OK(metrale_free(ctx, a));
+  assert_int_equal(quarantined(ctx), 0);
+  size_t n = 7;
+  MT_OK(metrale_quarantine_scan(ctx, NULL, 0, &n));
+  assert_int_equal(n, 0);
+  mt_close(ctx);
+  /* The variable turns it on and is parsed strictly. */
+  setenv("METRALE_QUARANTINE", "65536", 1);
+  setenv("METRALE_REDZONE", "64", 1);
+  ctx = mt_open(NULL);
+  MT_OK(metrale_alloc(ctx, 100, &a));
+  MT_OK(metrale_free(ctx, a));
+  assert_int_equal(quarantined(ctx), 164);
+  mt_close(ctx);
+  setenv("METRALE_QUARANTINE", "64k", 1);
+  metrale_context_t* bad = NULL;
+  MT_STATUS(metrale_context_create(NULL, &bad), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("METRALE_QUARANTINE");
+  unsetenv("METRALE_QUARANTINE");
+  unsetenv("METRALE_REDZONE");
+}
+
+static void the_0_1_free_has_no_site(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_quarantine(1u << 20);
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 512, &p));
+#undef metrale_free
+  MT_OK(metrale_free(ctx, p)); /* the exported symbol a 0.1 binary calls */
+  MT_OK(mt_fill_u32(ctx, NULL, p, 7, 1));
+  metrale_use_after_free_t u;
+  size_t n = 0;
+  MT_STATUS(metrale_quarantine_scan(ctx, &u, 1, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  assert_string_equal(u.free_file, "<unknown>");
+  assert_int_equal(u.bad_bytes, 4);
+  /* Bad arguments. */
+  MT_STATUS(metrale_quarantine_scan(ctx, NULL, 1, &n), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_quarantine_scan(ctx, &u, 1, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_quarantine_scan(NULL, &u, 1, &n), METRALE_ERROR_INVALID_ARGUMENT);
+  mt_close(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(freed_blocks_are_held_back),
+      cmocka_unit_test(a_write_after_free_names_both_sites),
+      cmocka_unit_test(the_budget_pushes_out_the_oldest),
+      cmocka_unit_test(off_without_red_zones_or_budget),
+      cmocka_unit_test(the_0_1_free_has_no_site),
+  };
+  return MT_RUN(tests);
+}
