@@ -163,15 +163,16 @@ Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing)
   }
   const size_t size = round_size(bytes);
   const bool small = is_small(size);
-  if (!pending_.empty()) promote_pending(false);
   StreamState& mine = state_for(stream);
   StreamState* owner = &mine;
-  // The fast path: a block of exactly this size this stream freed lately.
+  // The fast path: a block of exactly this size this stream freed lately
+  // (no event query on it: pending blocks are looked at only on a miss).
   if (!capturing) {
     if (Block* hit = mine.bins().take(size)) return hand_out(hit, bytes, stream);
   } else {
     flush_bins(mine);
   }
+  if (!pending_.empty()) promote_pending(false);
   // Capturing: the graph's replays may run after work that is later on the
   // stream's eager timeline than these frees, so only completed ones count.
   const uint64_t own_ready = capturing ? mine.ready_epoch(src_) : UINT64_MAX;
