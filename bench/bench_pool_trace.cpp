@@ -194,6 +194,10 @@ void trace_driver(PoolBench& pb, const AllocTrace& t, size_t repeats) {
 }  // namespace
 
 void run_pool_trace(PoolBench& pb) {
+  // Cached blocks of the earlier parts go back first, so this part starts
+  // from a device (or host) with nothing cached.
+  for (metrale_context_t* c : {pb.pool, pb.redzone, pb.raw})
+    if (c != nullptr) lib_ok(metrale_pool_trim(c, 0, nullptr), "metrale_pool_trim");
   const AllocTrace t = transformer_trace(TraceShape{});
   pb.report->meta("trace", t.name);
   pb.report->meta_number("trace_ops", double(t.ops.size()));

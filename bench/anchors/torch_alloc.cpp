@@ -94,7 +94,7 @@ void live_rows(Report& report) {
 // streams; RECORD is recordStream, a FREE on a stream other than the
 // block's own records that stream first (torch frees on the allocating
 // stream only). Peak: reserved_bytes' peak from getDeviceStats.
-void trace_rows(Report& report, int device) {
+void trace_rows(Report& report, c10::DeviceIndex device) {
   const AllocTrace t = transformer_trace(TraceShape{});
   alloc::emptyCache();
   alloc::resetPeakStats(device);
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
     alloc::init(devices);
     plain_rows(report);
     live_rows(report);
-    trace_rows(report, 0);
+    trace_rows(report, c10::DeviceIndex{0});
   } catch (const std::exception& ex) {
     report.skip("alloc_free/*/torch*, trace_*/torch (rest)", std::string("torch threw: ") + ex.what());
   }

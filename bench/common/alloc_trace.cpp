@@ -128,7 +128,8 @@ AllocTrace transformer_trace(const TraceShape& sh) {
       }
       g = b.alloc(T * H * e);
       b.free(grad_x), grad_x = g;
-      if (l % 2 == 0) b.free(b.alloc(25u << 20, kComm), kComm);  // a gradient bucket
+      // A gradient bucket: filled on compute, all-reduced and freed on comm.
+      if (l % 2 == 0) b.free(b.alloc(25u << 20), kComm);
     }
     while (!saved.empty()) b.free(saved.back()), saved.pop_back();
     for (size_t k = 0; k < 3; ++k)  // embedding and final layer norm

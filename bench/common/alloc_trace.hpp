@@ -10,7 +10,8 @@
 // the backward pass, attention score/probability temporaries, small
 // scratch blocks of odd sizes, weight gradients handed to a comm stream
 // (record) and freed on the compute stream after the optimizer, gradient
-// buckets allocated and freed on the comm stream. The sequence length
+// buckets allocated on the compute stream and freed on the comm stream (a
+// free on another stream than the allocation's). The sequence length
 // changes from step to step, as with packed variable-length batches, so
 // cached blocks of one step do not fit the next exactly.
 #pragma once
