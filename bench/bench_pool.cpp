@@ -150,9 +150,9 @@ void add_row(PoolBench& pb, const CaseResult& r, const Path& p, size_t bytes, si
   e.timing = "alloc then free of the same block, per pair, no stream sync";
   e.note = std::to_string(live) + " other 256 B blocks live (" + std::to_string(live / 8) +
            " more allocated and every 9th freed first, so free lists hold holes)";
-  if (bytes >= (size_t{1} << 20))
-    e.note += "; background of small blocks: " + std::to_string(live) + " blocks of " + sz +
-              " cannot be held";
+  if (double(live) * double(bytes) > 16e9)
+    e.note += "; the live blocks are small for every size: " + std::to_string(live) +
+              " blocks of " + sz + " would not fit";
   const std::string base = "alloc_free/" + sz + "/";
   if (p.variant == "library_pool") {
     e.side = "library";
