@@ -53,6 +53,10 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
   std::unique_ptr<metrale_context> ctx(new metrale_context(opts));
   ctx->backend_ = metrale::core::open_backend(opts);
   ctx->modules_ = std::make_unique<metrale::core::Modules>(*ctx->backend_, ctx->strings_);
+  if (opts.pool != 0) {
+    ctx->chunk_source_ = std::make_unique<metrale::core::pool::BackendChunkSource>(*ctx->backend_);
+    ctx->pool_ = std::make_unique<metrale::core::pool::CachingPool>(*ctx->chunk_source_);
+  }
   StreamHandle h = ctx->backend_->stream_create();
   uint64_t handle = 0;
   try {
@@ -102,6 +106,10 @@ void metrale_context::release_everything() noexcept {
   }
   // No pass can be open at teardown; free whatever one still held back.
   free_held(scan_fence_.drain());
+  // Every block is back: the pool waits for its streams' events and gives
+  // its chunks to the driver, while those streams still exist.
+  pool_.reset();
+  chunk_source_.reset();
   if (backend_) timer_.release(*backend_);
   for (metrale::core::EventObj* e : events_.live()) {
     quietly([&] { backend_->event_destroy(e->handle); });
@@ -165,7 +173,10 @@ size_t metrale_context::device_free_memory() {
 }
 
 // Nothing is cached for reuse in this version, so it is the device's answer.
-size_t metrale_context::free_memory() { return device_free_memory(); }
+size_t metrale_context::free_memory() {
+  const size_t device_free = device_free_memory();
+  return pool_ ? device_free + pool_->stats().cached : device_free;
+}
 
 // --- shared helpers ---------------------------------------------------------
 

@@ -15,9 +15,14 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/pool/node_recycler.hpp"
 #include "metrale_gpu.h"
 
 namespace metrale::core {
+
+namespace pool {
+struct Block;
+}
 
 using DevPtr = uint64_t;
 
@@ -30,6 +35,9 @@ struct LedgerEntry {
   uint32_t site = 0;
   metrale_alloc_kind_t kind = METRALE_ALLOC_DEVICE;
   uint32_t pad_slot = 0;  // index in the pad table (when pad > 0); the ledger sets it
+  // The caching pool's block behind a pooled allocation (nullptr: a driver
+  // allocation). The ledger is the pool's only table of handed-out blocks.
+  pool::Block* block = nullptr;
 };
 
 // Who a pad belongs to: the address and the seq, unique for the life of the
@@ -72,6 +80,17 @@ class Ledger {
   std::vector<std::pair<DevPtr, LedgerEntry>> by_seq() const;
   // The entry keyed exactly by ptr; false when it is not live.
   bool lookup(DevPtr ptr, LedgerEntry* out) const;
+  // Runs fn(const LedgerEntry&) on the live entry keyed by ptr with the
+  // ledger locked, so no free can take it meanwhile; false when not live.
+  // fn must not call back into the ledger.
+  template <class F>
+  bool with_entry(DevPtr ptr, F&& fn) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(ptr);
+    if (it == entries_.end()) return false;
+    fn(it->second);
+    return true;
+  }
   // Every live red-zone pad and the allocation it follows, in no order: a
   // flat copy, so a scan costs no walk or sort of the ledger.
   void pads(std::vector<backend::Range>* pads, std::vector<DevPtr>* owners) const;
@@ -119,7 +138,10 @@ class Ledger {
 
   mutable std::mutex mutex_;
   SiteCacheSlot site_cache_[kSiteCacheSlots];
-  std::unordered_map<DevPtr, LedgerEntry> entries_;
+  // Nodes recycled: no malloc per allocation on the pool's fast path.
+  std::unordered_map<DevPtr, LedgerEntry, std::hash<DevPtr>, std::equal_to<DevPtr>,
+                     pool::NodeRecycler<std::pair<const DevPtr, LedgerEntry>>>
+      entries_;
   // The pad table, dense: a freed slot takes the last one's place.
   std::vector<backend::Range> pads_;
   std::vector<PadOwner> pad_owners_;  // beside pads_: owner and its seq

@@ -24,4 +24,6 @@ bool BackendChunkSource::event_query(EventId e) { return backend_.event_query(e)
 
 void BackendChunkSource::event_wait(EventId e) { backend_.event_synchronize(e); }
 
+bool BackendChunkSource::stream_capturing(StreamId s) { return backend_.stream_is_capturing(s); }
+
 }  // namespace metrale::core::pool

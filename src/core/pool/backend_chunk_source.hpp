@@ -20,6 +20,7 @@ class BackendChunkSource final : public ChunkSource {
   void event_record(EventId e, StreamId s) override;
   bool event_query(EventId e) override;
   void event_wait(EventId e) override;
+  bool stream_capturing(StreamId s) override;
 
  private:
   backend::Backend& backend_;

@@ -75,7 +75,7 @@ Block* CachingPool::take_from_other_streams(size_t size, bool small, StreamId st
     if (!idx.has_fit(size)) continue;
     Block* c = idx.best_fit(size, s.ready_epoch(src_));
     if (c == nullptr) {
-      s.cover_frees(src_);  // so that a later look may find them ready
+      cover_if_not_capturing(s);  // so that a later look may find them ready
       continue;
     }
     if (best == nullptr || c->size < best->size) {
@@ -85,6 +85,10 @@ Block* CachingPool::take_from_other_streams(size_t size, bool small, StreamId st
   }
   if (best != nullptr) (*owner)->index(small).erase(best);
   return best;
+}
+
+void CachingPool::cover_if_not_capturing(StreamState& s) {
+  if (!src_.stream_capturing(s.id())) s.cover_frees(src_);
 }
 
 Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream) {
@@ -141,7 +145,7 @@ Block* CachingPool::split(Block* b, size_t size, StreamState& owner) {
   return b;
 }
 
-DevPtr CachingPool::allocate(size_t bytes, StreamId stream) {
+Block* CachingPool::allocate(size_t bytes, StreamId stream, bool capturing) {
   std::lock_guard<std::mutex> lock(mu_);
   if (bytes > kMaxRequest) {
     fail(METRALE_ERROR_OUT_OF_MEMORY,
@@ -152,7 +156,10 @@ DevPtr CachingPool::allocate(size_t bytes, StreamId stream) {
   if (!pending_.empty()) promote_pending(false);
   StreamState& mine = state_for(stream);
   StreamState* owner = &mine;
-  Block* b = mine.index(small).best_fit(size, UINT64_MAX);
+  // Capturing: the graph's replays may run after work that is later on the
+  // stream's eager timeline than these frees, so only completed ones count.
+  const uint64_t own_ready = capturing ? mine.ready_epoch(src_) : UINT64_MAX;
+  Block* b = mine.index(small).best_fit(size, own_ready);
   if (b != nullptr) {
     mine.index(small).erase(b);
   } else {
@@ -162,18 +169,17 @@ DevPtr CachingPool::allocate(size_t bytes, StreamId stream) {
       owner = &mine;
     }
   }
-  // Nothing below throws except allocation failures of the index and map.
+  // Nothing below throws except allocation failures of the index.
   split(b, size, *owner);
   b->state = BlockState::ALLOCATED;
   b->stream = stream;
   b->requested = bytes;
   b->epoch = 0;
-  allocated_.emplace(b->ptr, b);
   st_.in_use += b->size;
   st_.requested += bytes;
   ++st_.blocks_in_use;
   if (st_.in_use > st_.peak_in_use) st_.peak_in_use = st_.in_use;
-  return b->ptr;
+  return b;
 }
 
 void CachingPool::insert_free(Block* b, StreamState& owner) {
@@ -205,23 +211,26 @@ void CachingPool::insert_free(Block* b, StreamState& owner) {
   idx.insert(b);
 }
 
-bool CachingPool::free(DevPtr ptr) {
+void CachingPool::free(Block* b) {
   std::lock_guard<std::mutex> lock(mu_);
-  return free_locked(ptr, nullptr);
+  free_locked(b, b->stream);
 }
 
-bool CachingPool::free_on(DevPtr ptr, StreamId stream) {
+void CachingPool::free_on(Block* b, StreamId stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  return free_locked(ptr, &stream);
+  free_locked(b, stream);
 }
 
-bool CachingPool::free_locked(DevPtr ptr, const StreamId* on) {
-  auto it = allocated_.find(ptr);
-  if (it == allocated_.end()) return false;
-  Block* b = it->second;
-  const StreamId stream = on != nullptr ? *on : b->stream;
-  StreamState& owner = state_for(stream);
+void CachingPool::free_locked(Block* b, StreamId stream) {
   b->uses.erase(std::remove(b->uses.begin(), b->uses.end(), stream), b->uses.end());
+  for (StreamId u : b->uses) {
+    if (src_.stream_capturing(u)) {
+      fail(METRALE_ERROR_CAPTURE,
+           "the block was marked as used on a stream that is capturing a graph "
+           "(metrale_record_stream): its free would record an event into that graph; free it "
+           "after the capture ends");
+    }
+  }
   // Events first: a failing record leaves the block handed out, as before.
   std::vector<EventId> events;
   try {
@@ -240,7 +249,7 @@ bool CachingPool::free_locked(DevPtr ptr, const StreamId* on) {
     spare_events_.insert(spare_events_.end(), events.begin(), events.end());
     throw;
   }
-  allocated_.erase(it);
+  StreamState& owner = state_for(stream);
   st_.in_use -= b->size;
   st_.requested -= b->requested;
   --st_.blocks_in_use;
@@ -256,7 +265,6 @@ bool CachingPool::free_locked(DevPtr ptr, const StreamId* on) {
     pending_.push_back(b);
     ++st_.blocks_pending;
   }
-  return true;
 }
 
 void CachingPool::promote_pending(bool wait) {
@@ -285,16 +293,12 @@ void CachingPool::promote_pending(bool wait) {
   }
 }
 
-bool CachingPool::record_stream(DevPtr ptr, StreamId stream) {
+void CachingPool::record_stream(Block* b, StreamId stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = allocated_.find(ptr);
-  if (it == allocated_.end()) return false;
-  Block* b = it->second;
   if (stream != b->stream &&
       std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
     b->uses.push_back(stream);
   }
-  return true;
 }
 
 }  // namespace metrale::core::pool
