@@ -69,7 +69,7 @@ def goal_lines(results):
             if ours is None:
                 row(f"alloc_free/{size}/library_pool/{live}", "not measured", "", "", "", "n/a")
                 continue
-            checks = [(ours <= limit, f"{fmt_ns(ours)} > {fmt_ns(limit)}"),
+            checks = [(ours <= limit, f"{ours:.1f} ns > {limit:g} ns"),
                       (None if r is None else r <= TORCH_RATIO,
                        "no torch row" if r is None else f"{r:.2f}× torch > {TORCH_RATIO}×")]
             row(f"alloc_free/{size}/library_pool/{live}", fmt_ns(ours),
