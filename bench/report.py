@@ -53,6 +53,8 @@ def load(path):
 def fmt_ns(v):
     if v is None:
         return "—"
+    if v < 0:  # a figure below its reference: the difference column
+        return "-" + fmt_ns(-v)
     if v >= 1e6:
         return f"{v / 1e6:.2f} ms"
     if v >= 1e3:
