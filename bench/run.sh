@@ -48,7 +48,7 @@ else
   if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" -Dtests=false || exit 1
   fi
-  ninja -C "$build" bench/bench_ledger bench/bench_ledger_core || exit 1
+  ninja -C "$build" bench/bench_ledger bench/bench_ledger_core bench/bench_pool_core || exit 1
   # bench_pool is built only where cuda.h was found (for its raw anchors).
   pool_why="not built: meson found no cuda.h (bench_pool takes its types for the raw anchors)"
   if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^bench/bench_pool:'; then
@@ -105,6 +105,7 @@ if [ "$have_gpu" = 1 ]; then
   run_part bench_pool "$build/bench/bench_pool"
   run_part bench_ledger "$build/bench/bench_ledger" host
   run_part bench_ledger_core "$build/bench/bench_ledger_core"
+  run_part bench_pool_core "$build/bench/bench_pool_core"
 
   # Anchor: PyTorch's caching allocator from C++, built against python3's torch.
   torch_exe="$build/bench/torch_alloc"
@@ -147,6 +148,7 @@ else
   label=${BENCH_LABEL:-"host backend, $(nproc)-CPU $(hostname) (no GPU)"}
   run_part bench_ledger "$build/bench/bench_ledger" host
   run_part bench_ledger_core "$build/bench/bench_ledger_core"
+  run_part bench_pool_core "$build/bench/bench_pool_core"
   if [ -x "$build/bench/bench_pool" ]; then
     run_part bench_pool "$build/bench/bench_pool"
   else
