@@ -50,6 +50,10 @@
  *   METRALE_STAGING_BUFFERS=<n>       staging buffers in the ring (>= 2)
  *   METRALE_STAGING_THREADS=<n>       memcpy workers per staged copy (>= 1)
  *   METRALE_PINNED_POOL=0|1           cache freed pinned host blocks
+ *   METRALE_NVTX=0|1                  describe pooled blocks to a tool through
+ *                                     NVTX (compute-sanitizer); unset: when
+ *                                     a tool is attached, 1: always, 0: never;
+ *                                     see "The caching pool"
  *   METRALE_LOG=trace|debug|info|warn|error|critical|off   log level (read
  *                                     at library load and at each create)
  *   METRALE_TEST_HOST_FAIL_FREE=<n>   test hook, host backend only: the n-th
@@ -629,6 +633,21 @@ metrale_status_t metrale_free(metrale_context_t* ctx, metrale_devptr_t dptr);
 /* ------------------------------------------------------------------ */
 /* The caching pool (rule 9)                                           */
 /* ------------------------------------------------------------------ */
+
+/* Tools. compute-sanitizer's memcheck sees only the pool's chunks, which
+ * are driver allocations, so an access to a chunk byte that no live block
+ * covers would go unreported. On the cuda backend the library therefore
+ * describes the pool through the NVTX memory API: each chunk is a
+ * sub-allocator heap and each block handed out a region in it (the bytes
+ * asked for, plus the red-zone pad when red zones are on, which the library
+ * itself fills and scans), so memcheck reports such an access as an invalid
+ * global read or write. By default it is on when a tool is attached (the
+ * tool sets NVTX_INJECTION64_PATH; memcheck honours NVTX by default since
+ * CUDA 12.0, --nvtx yes) and costs nothing without one: no NVTX call is
+ * made, and the pool skips the hooks. METRALE_NVTX=1 turns it on even when
+ * no tool is detected (NVTX then finds out itself, for a few ns per pooled
+ * alloc and free without a tool), METRALE_NVTX=0 off. The host backend has
+ * no tool to tell. scripts/nvtx-memcheck.sh shows it. */
 
 /** As metrale_alloc_at, ordered on stream s (NULL: the default stream): the
  *  block may still be in use by work earlier on s's timeline only when that

@@ -6,6 +6,7 @@
 
 #include "core/format.hpp"
 #include "core/log.hpp"
+#include "core/nvtx_setting.hpp"
 #include "core/options.hpp"
 
 using metrale::Error;
@@ -50,12 +51,17 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
   using metrale::core::handle_id::handle_from;
   metrale::core::apply_log_env();
   metrale_context_options_t opts = metrale::core::resolve_options(given);
+  const auto nvtx = metrale::core::nvtx_setting();  // METRALE_NVTX, refused before anything opens
   std::unique_ptr<metrale_context> ctx(new metrale_context(opts));
   ctx->backend_ = metrale::core::open_backend(opts);
+  ctx->annotate_memory_ = ctx->backend_->mem_annotations_begin(nvtx);
   ctx->modules_ = std::make_unique<metrale::core::Modules>(*ctx->backend_, ctx->strings_);
   if (opts.pool != 0) {
-    ctx->chunk_source_ = std::make_unique<metrale::core::pool::BackendChunkSource>(*ctx->backend_);
-    ctx->pool_ = std::make_unique<metrale::core::pool::CachingPool>(*ctx->chunk_source_);
+    ctx->chunk_source_ = std::make_unique<metrale::core::pool::BackendChunkSource>(
+        *ctx->backend_, ctx->annotate_memory_);
+    // One lock for a pooled block and its ledger entry (rule 9).
+    ctx->pool_ = std::make_unique<metrale::core::pool::CachingPool>(*ctx->chunk_source_,
+                                                                     &ctx->ledger_.mutex());
   }
   StreamHandle h = ctx->backend_->stream_create();
   uint64_t handle = 0;
@@ -79,9 +85,10 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
     ctx->release_everything();
     throw;
   }
-  metrale::core::log().debug("context created on the {} backend (redzone {} bytes, checked {})",
-                             ctx->backend_->kind() == METRALE_BACKEND_CUDA ? "cuda" : "host",
-                             opts.redzone_bytes, opts.checked_pointers);
+  metrale::core::log().debug(
+      "context created on the {} backend (redzone {} bytes, checked {}, NVTX memory annotations {})",
+      ctx->backend_->kind() == METRALE_BACKEND_CUDA ? "cuda" : "host", opts.redzone_bytes,
+      opts.checked_pointers, ctx->annotate_memory_ ? "on" : "off");
   ctx.release();
   return handle_from<metrale_context_t>(handle);
 }

@@ -153,7 +153,10 @@ struct metrale_context {
 
   // --- telemetry (telemetry_ops.cpp) ---
   void counters(metrale_counters_t* c) const { counters_.snapshot(c); }
-  void counters_reset() { counters_.reset(); }
+  void counters_reset() {
+    std::lock_guard<std::mutex> lock(ledger_.mutex());  // see count_alloc_held
+    counters_.reset();
+  }
   void launch_trace_enable(bool on);
   void launch_trace_read(metrale_trace_entry_t* out, size_t cap, size_t* count) const;
   void kernel_audit_read(metrale_kernel_audit_entry_t* out, size_t cap, size_t* count) const;
@@ -239,6 +242,17 @@ struct metrale_context {
   // block's own stream.
   void free_impl(DevPtr ptr, metrale::core::StreamObj* st);
   [[noreturn, gnu::cold]] void refuse_free(DevPtr ptr);
+  // The alloc and free counters; ledger_.mutex() held (their only writers).
+  void count_alloc_held(size_t bytes) {
+    metrale::core::Counters::bump_held(counters_.allocs);
+    metrale::core::Counters::bump_held(counters_.alloc_bytes, bytes);
+  }
+  void count_free_held(size_t bytes) {
+    metrale::core::Counters::bump_held(counters_.frees);
+    metrale::core::Counters::bump_held(counters_.free_bytes, bytes);
+  }
+  DevPtr alloc_pooled(metrale::core::LedgerEntry entry, metrale::core::StreamObj* st,
+                      const char* file, int line);
   [[gnu::cold]] std::string oom_message(size_t bytes, const char* file, int line, bool managed,
                                         bool pooled, const metrale::Error& e);
   // Captures opened through this context's API and not yet ended: while 0,
@@ -271,7 +285,6 @@ struct metrale_context {
   metrale::core::InternTable strings_;
   metrale::core::Ledger ledger_;
   std::atomic<uint64_t> seq_{0};    // red-zone index: metrale_alloc calls only
-  std::atomic<uint64_t> order_{0};  // creation order of every ledger entry
   std::unique_ptr<metrale::core::BoundsIndex> bounds_;  // checked pointers only
   metrale::core::PinnedRegistry pinned_;
   std::mutex arenas_mutex_;
@@ -297,6 +310,9 @@ struct metrale_context {
   std::unique_ptr<metrale::core::pool::BackendChunkSource> chunk_source_;
   std::unique_ptr<metrale::core::pool::CachingPool> pool_;
   std::atomic<bool> warned_pinned_source_{false};
+  // METRALE_NVTX allows it and a tool listens (mem_annotations_begin): the
+  // pool's chunk source annotates chunks and blocks. Set once at create.
+  bool annotate_memory_ = false;
 };
 
 namespace metrale::core {

@@ -31,7 +31,7 @@ struct LedgerEntry {
   size_t reserved = 0;  // as set aside by the backend (pad and rounding included)
   size_t pad = 0;       // red-zone bytes after the buffer
   uint64_t seq = 0;
-  uint64_t order = 0;   // creation order of all ledger entries (ties of seq)
+  uint64_t order = 0;   // creation order of all ledger entries (ties of seq); set by record
   uint32_t site = 0;
   metrale_alloc_kind_t kind = METRALE_ALLOC_DEVICE;
   uint32_t pad_slot = 0;  // index in the pad table (when pad > 0); the ledger sets it
@@ -62,6 +62,11 @@ class Ledger {
   void record(DevPtr ptr, LedgerEntry entry, const char* file, int line);
   // Removes the entry keyed exactly by ptr; false (nothing changed) if none.
   bool take(DevPtr ptr, LedgerEntry* out);
+  // The same with mutex() held by the caller: the caching pool shares it,
+  // so a pooled allocation and its entry cost one lock.
+  void record_locked(DevPtr ptr, LedgerEntry entry, const char* file, int line);
+  bool take_locked(DevPtr ptr, LedgerEntry* out);
+  std::mutex& mutex() const { return mutex_; }
   // Undoes take(ptr) after the backend refused to free ptr: the entry goes
   // back with its site, seq and totals, and its pad back into the slot it
   // had, so the pad table is as before when nothing happened in between.
@@ -147,6 +152,7 @@ class Ledger {
   std::vector<PadOwner> pad_owners_;  // beside pads_: owner and its seq
   std::deque<Site> sites_;  // deque: a Site's file string never moves
   std::unordered_map<SiteKey, uint32_t, SiteKeyHash> site_ids_;
+  uint64_t next_order_ = 0;  // LedgerEntry::order of the next record
   size_t live_bytes_ = 0;
   size_t slack_bytes_ = 0;
 };

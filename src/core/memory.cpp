@@ -40,16 +40,23 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
                                           metrale::core::site_text(file, line) +
                                           ", more than the address space holds");
   }
+  metrale::core::LedgerEntry entry;
+  entry.bytes = bytes;
+  entry.pad = pad;
+  entry.seq = seq;
+  entry.kind = kind;
+  const bool cap = pooled && maybe_capturing(st);
+  if (pooled && pad == 0 && !bounds_ && !cap) return alloc_pooled(entry, st, file, line);
   size_t reserved = 0;
   DevPtr ptr = 0;
   metrale::core::pool::Block* block = nullptr;
-  bool cap = false;
   try {
     if (pooled) {
-      cap = maybe_capturing(st);
       block = device([&] { return pool_->allocate(bytes + pad, st->handle, cap); });
       ptr = block->ptr;
       reserved = block->size;
+      // Pad included: the library's own fill and scan kernels touch it.
+      chunk_source_->block_handed_out(ptr, bytes + pad);
     } else {
       ptr = device([&] {
         return managed ? backend_->mem_alloc_managed(bytes, &reserved)
@@ -73,6 +80,7 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
     } catch (...) {
       try {
         if (block != nullptr) {
+          chunk_source_->block_returned(ptr);
           pool_->free(block);
         } else {
           backend_->mem_free(ptr);
@@ -83,23 +91,48 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
       throw;
     }
   }
-  metrale::core::LedgerEntry entry;
-  entry.bytes = bytes;
   entry.reserved = reserved;
-  entry.pad = pad;
-  entry.seq = seq;
-  entry.order = order_.fetch_add(1, std::memory_order_relaxed);
-  entry.kind = kind;
   entry.block = block;
   // Bounds first: once on the ledger a concurrent sweep may take the entry,
   // and its bounds removal must find something to remove.
   if (bounds_) bounds_->add(ptr, {bytes, file, line});
-  ledger_.record(ptr, entry, file, line);
-  metrale::core::Counters::bump(counters_.allocs);
-  metrale::core::Counters::bump(counters_.alloc_bytes, bytes);
+  {
+    std::lock_guard<std::mutex> lock(ledger_.mutex());
+    ledger_.record_locked(ptr, entry, file, line);
+    count_alloc_held(bytes);
+  }
   if (bytes >= kLargeAlloc) {
     metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(bytes), file, line,
                                hex(ptr));
+  }
+  return ptr;
+}
+
+// The common pooled case (no pad, no checked pointers, no capture): the
+// block and its ledger entry under one lock, the pool's and the ledger's.
+metrale_context::DevPtr metrale_context::alloc_pooled(metrale::core::LedgerEntry entry,
+                                                      metrale::core::StreamObj* st,
+                                                      const char* file, int line) {
+  DevPtr ptr = 0;
+  try {
+    device([&] {
+      std::lock_guard<std::mutex> lock(ledger_.mutex());
+      metrale::core::pool::Block* b = pool_->allocate_held(entry.bytes, st->handle);
+      entry.reserved = b->size;
+      entry.block = b;
+      chunk_source_->block_handed_out(b->ptr, entry.bytes);
+      ledger_.record_locked(b->ptr, entry, file, line);
+      count_alloc_held(entry.bytes);
+      ptr = b->ptr;
+    });
+  } catch (const Error& e) {
+    if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
+    throw Error(METRALE_ERROR_OUT_OF_MEMORY,
+                oom_message(entry.bytes, file, line, false, true, e), e.driver_code());
+  }
+  if (entry.bytes >= kLargeAlloc) {
+    metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(entry.bytes), file,
+                               line, hex(ptr));
   }
   return ptr;
 }
@@ -170,9 +203,28 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st) {
   fault_.check();
   if (ptr == 0) return;
   metrale::core::LedgerEntry e;
-  // Off the ledger first: of two threads freeing ptr at once exactly one
-  // takes it, and only that one calls the backend (never a double free).
-  if (!ledger_.take(ptr, &e)) refuse_free(ptr);
+  if (pool_ && !bounds_ && captures_open_.load(std::memory_order_acquire) == 0) {
+    // The common pooled case: the entry leaves and the block goes back to
+    // the pool under one lock. Anything else (a pad, streams marked with
+    // record_stream, a driver allocation) continues below, entry taken.
+    bool taken = false, done = false;
+    {
+      std::lock_guard<std::mutex> lock(ledger_.mutex());
+      taken = ledger_.take_locked(ptr, &e);
+      if (taken && e.block != nullptr && e.pad == 0 && e.block->uses.empty()) {
+        chunk_source_->block_returned(ptr);
+        pool_->free_held(e.block, st != nullptr ? st->handle : e.block->stream);
+        count_free_held(e.bytes);
+        done = true;
+      }
+    }
+    if (!taken) refuse_free(ptr);
+    if (done) return;
+  } else if (!ledger_.take(ptr, &e)) {
+    // Off the ledger first: of two threads freeing ptr at once exactly one
+    // takes it, and only that one calls the backend (never a double free).
+    refuse_free(ptr);
+  }
   metrale::core::Region region{};
   const bool bounded = bounds_ && bounds_->take(ptr, &region);
   try {
@@ -201,8 +253,8 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st) {
     if (bounded) bounds_->add(ptr, region);
     throw;
   }
-  metrale::core::Counters::bump(counters_.frees);
-  metrale::core::Counters::bump(counters_.free_bytes, e.bytes);
+  std::lock_guard<std::mutex> lock(ledger_.mutex());
+  count_free_held(e.bytes);
 }
 
 void metrale_context::release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e,
@@ -213,13 +265,20 @@ void metrale_context::release_memory(DevPtr ptr, const metrale::core::LedgerEntr
     if (scan_fence_.hold(ptr, e.block)) return;
   }
   if (e.block != nullptr) {
-    device([&] {
-      if (on != 0) {
-        pool_->free_on(e.block, on);
-      } else {
-        pool_->free(e.block);
-      }
-    });
+    // Before the pool has it: after, another thread may hand it out again.
+    chunk_source_->block_returned(ptr);
+    try {
+      device([&] {
+        if (on != 0) {
+          pool_->free_on(e.block, on);
+        } else {
+          pool_->free(e.block);
+        }
+      });
+    } catch (...) {
+      chunk_source_->block_handed_out(ptr, e.bytes + e.pad);  // still the caller's
+      throw;
+    }
     return;
   }
   device([&] { backend_->mem_free(ptr); });
@@ -262,6 +321,7 @@ void metrale_context::free_held(
   for (const auto& h : held) {
     try {
       if (h.block != nullptr) {
+        chunk_source_->block_returned(h.ptr);
         pool_->free(static_cast<metrale::core::pool::Block*>(h.block));
       } else {
         device([&] { backend_->mem_free(h.ptr); });

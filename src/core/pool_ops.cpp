@@ -16,7 +16,7 @@ void metrale_context::record_stream(DevPtr ptr, metrale_stream* s) {
   metrale::core::StreamObj* st = stream_of(s);
   bool found = ledger_.with_entry(ptr, [&](const metrale::core::LedgerEntry& e) {
     // Under the ledger's lock: no free can hand the block back meanwhile.
-    if (e.block != nullptr) pool_->record_stream(e.block, st->handle);
+    if (e.block != nullptr) pool_->record_stream_held(e.block, st->handle);  // shared lock
   });
   if (!found) refuse_free(ptr);  // NOT_FOUND, or the interior pointer's message
 }

@@ -5,14 +5,20 @@ namespace metrale::core::pool {
 DevPtr BackendChunkSource::chunk_alloc(size_t bytes) {
   try {
     size_t reserved = 0;
-    return backend_.mem_alloc(bytes, &reserved);
+    const DevPtr ptr = backend_.mem_alloc(bytes, &reserved);
+    if (annotate_) backend_.mem_annotate_chunk(ptr, bytes);
+    return ptr;
   } catch (const Error& e) {
     if (e.status() == METRALE_ERROR_OUT_OF_MEMORY) return 0;
     throw;
   }
 }
 
-void BackendChunkSource::chunk_free(DevPtr ptr, size_t) { backend_.mem_free(ptr); }
+void BackendChunkSource::chunk_free(DevPtr ptr, size_t) {
+  // Before the free: once freed, the driver may hand the range to anyone.
+  if (annotate_) backend_.mem_annotate_chunk_release(ptr);
+  backend_.mem_free(ptr);
+}
 
 EventId BackendChunkSource::event_create() { return backend_.event_create(false); }
 

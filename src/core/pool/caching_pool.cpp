@@ -8,7 +8,8 @@
 
 namespace metrale::core::pool {
 
-CachingPool::CachingPool(ChunkSource& source) : src_(source) {}
+CachingPool::CachingPool(ChunkSource& source, std::mutex* shared_lock)
+    : src_(source), mu_(shared_lock != nullptr ? *shared_lock : own_mu_) {}
 
 CachingPool::~CachingPool() {
   try {
@@ -71,6 +72,7 @@ Block* CachingPool::take_from_other_streams(size_t size, bool small, StreamId st
   for (auto& kv : streams_) {
     if (kv.first == stream) continue;
     StreamState& s = *kv.second;
+    flush_bins(s);
     FreeIndex& idx = s.index(small);
     if (!idx.has_fit(size)) continue;
     Block* c = idx.best_fit(size, s.ready_epoch(src_));
@@ -85,6 +87,10 @@ Block* CachingPool::take_from_other_streams(size_t size, bool small, StreamId st
   }
   if (best != nullptr) (*owner)->index(small).erase(best);
   return best;
+}
+
+void CachingPool::flush_bins(StreamState& s) {
+  s.bins().drain([&](Block* b) { insert_free(b, s); });
 }
 
 void CachingPool::cover_if_not_capturing(StreamState& s) {
@@ -147,6 +153,10 @@ Block* CachingPool::split(Block* b, size_t size, StreamState& owner) {
 
 Block* CachingPool::allocate(size_t bytes, StreamId stream, bool capturing) {
   std::lock_guard<std::mutex> lock(mu_);
+  return allocate_held(bytes, stream, capturing);
+}
+
+Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing) {
   if (bytes > kMaxRequest) {
     fail(METRALE_ERROR_OUT_OF_MEMORY,
          "pool: a request of " + std::to_string(bytes) + " bytes can never be served");
@@ -156,10 +166,20 @@ Block* CachingPool::allocate(size_t bytes, StreamId stream, bool capturing) {
   if (!pending_.empty()) promote_pending(false);
   StreamState& mine = state_for(stream);
   StreamState* owner = &mine;
+  // The fast path: a block of exactly this size this stream freed lately.
+  if (!capturing) {
+    if (Block* hit = mine.bins().take(size)) return hand_out(hit, bytes, stream);
+  } else {
+    flush_bins(mine);
+  }
   // Capturing: the graph's replays may run after work that is later on the
   // stream's eager timeline than these frees, so only completed ones count.
   const uint64_t own_ready = capturing ? mine.ready_epoch(src_) : UINT64_MAX;
   Block* b = mine.index(small).best_fit(size, own_ready);
+  if (b == nullptr && !mine.bins().empty()) {
+    flush_bins(mine);  // coalesced, other sizes may serve this one
+    b = mine.index(small).best_fit(size, own_ready);
+  }
   if (b != nullptr) {
     mine.index(small).erase(b);
   } else {
@@ -171,6 +191,10 @@ Block* CachingPool::allocate(size_t bytes, StreamId stream, bool capturing) {
   }
   // Nothing below throws except allocation failures of the index.
   split(b, size, *owner);
+  return hand_out(b, bytes, stream);
+}
+
+Block* CachingPool::hand_out(Block* b, size_t bytes, StreamId stream) {
   b->state = BlockState::ALLOCATED;
   b->stream = stream;
   b->requested = bytes;
@@ -258,7 +282,7 @@ void CachingPool::free_locked(Block* b, StreamId stream) {
   b->epoch = owner.next_epoch();
   b->stream = stream;
   if (events.empty()) {
-    insert_free(b, owner);
+    if (!owner.bins().put(b)) insert_free(b, owner);
   } else {
     b->state = BlockState::PENDING;
     b->pending_events = std::move(events);
@@ -295,6 +319,10 @@ void CachingPool::promote_pending(bool wait) {
 
 void CachingPool::record_stream(Block* b, StreamId stream) {
   std::lock_guard<std::mutex> lock(mu_);
+  record_stream_held(b, stream);
+}
+
+void CachingPool::record_stream_held(Block* b, StreamId stream) {
   if (stream != b->stream &&
       std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
     b->uses.push_back(stream);

@@ -40,7 +40,10 @@ namespace metrale::core::pool {
 
 class CachingPool {
  public:
-  explicit CachingPool(ChunkSource& source);
+  // shared_lock: a mutex the caller also uses for its own bookkeeping (the
+  // context passes its ledger's), so that one lock covers a pooled
+  // allocation and its ledger entry (allocate_held); nullptr: its own.
+  explicit CachingPool(ChunkSource& source, std::mutex* shared_lock = nullptr);
   // Waits for the streams' events and gives every chunk back, blocks still
   // handed out included (reporting them is the ledger's job).
   ~CachingPool();
@@ -61,6 +64,12 @@ class CachingPool {
   // visible trace of a failed call. Other source errors propagate with
   // nothing changed.
   Block* allocate(size_t bytes, StreamId stream, bool capturing = false);
+  // allocate / free / free_on / record_stream with lock() already held by
+  // the caller.
+  Block* allocate_held(size_t bytes, StreamId stream, bool capturing = false);
+  void free_held(Block* b, StreamId stream) { free_locked(b, stream); }
+  void record_stream_held(Block* b, StreamId stream);
+  std::mutex& lock() const { return mu_; }
   // Frees a handed-out block on the stream it was allocated on.
   void free(Block* b);
   // Frees a block on `stream`: the caller has ordered every use of the
@@ -100,6 +109,9 @@ class CachingPool {
   // Frees since the last event on s get one now, unless s captures (an
   // event recorded there would become part of the graph).
   void cover_if_not_capturing(StreamState& s);
+  // Empties s's reuse bins into its free index (coalescing them).
+  void flush_bins(StreamState& s);
+  Block* hand_out(Block* b, size_t bytes, StreamId stream);
   Block* fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream);
   Block* split(Block* b, size_t size, StreamState& owner);
   void insert_free(Block* b, StreamState& owner);
@@ -108,7 +120,8 @@ class CachingPool {
   size_t release_cached(size_t keep_bytes);
 
   ChunkSource& src_;
-  mutable std::mutex mu_;
+  mutable std::mutex own_mu_;
+  std::mutex& mu_;  // own_mu_ or the caller's
   std::unordered_map<StreamId, std::unique_ptr<StreamState>> streams_;
   StreamId last_stream_ = 0;
   StreamState* last_state_ = nullptr;

@@ -12,7 +12,7 @@ PoolStats CachingPool::stats() const {
   s.largest_free = 0;
   for (const auto& kv : streams_) {
     s.largest_free = std::max({s.largest_free, kv.second->index(true).largest(),
-                               kv.second->index(false).largest()});
+                               kv.second->index(false).largest(), kv.second->bins().largest()});
   }
   return s;
 }

@@ -21,6 +21,7 @@ void CachingPool::retire_stream(StreamId gone, StreamId heir) {
   }
   if (!used) return;
   StreamState& g = state_for(gone);
+  flush_bins(g);
   g.next_epoch();  // so that cover_frees records even with no free counted
   g.wait_all(src_);
   std::vector<Block*> cached;
