@@ -98,8 +98,13 @@ void trace_library(PoolBench& pb, const AllocTrace& t, size_t repeats) {
     }
     return true;
   };
+  uint64_t first_reserved = 0;  // after the first (cold) replay: growth over replays shows
   auto after = [&] {
     for (auto* x : s) metrale_stream_synchronize(ctx, x);
+    metrale_pool_stats_t st{};
+    st.struct_size = sizeof st;
+    if (first_reserved == 0 && metrale_pool_stats(ctx, &st) == METRALE_OK)
+      first_reserved = st.reserved_bytes;
   };
   std::vector<double> samples;
   double first = 0;
@@ -114,7 +119,8 @@ void trace_library(PoolBench& pb, const AllocTrace& t, size_t repeats) {
       std::string note = "metrale_pool_stats reserved_bytes after the replays (" +
                          std::to_string(st.chunk_allocs) + " chunk allocations, " +
                          std::to_string(st.chunk_frees) + " chunk frees; peak in use " +
-                         std::to_string(st.peak_in_use_bytes >> 20) + " MiB)";
+                         std::to_string(st.peak_in_use_bytes >> 20) + " MiB; " +
+                         std::to_string(first_reserved >> 20) + " MiB reserved after the first replay)";
       if (st.chunk_frees != 0) note += "; chunks were given back, so this is a lower bound";
       add_rows(pb, t, "library_pool", samples, first, double(st.reserved_bytes), note);
     }
@@ -168,8 +174,10 @@ void trace_driver(PoolBench& pb, const AllocTrace& t, size_t repeats) {
     }
     return true;
   };
+  cuuint64_t first_high = 0;  // the mark after the first (cold) replay
   auto after = [&] {
     for (CUstream x : s) api.streamSynchronize(x);
+    if (first_high == 0) api.memPoolGetAttribute(mp, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &first_high);
   };
   std::vector<double> samples;
   double first = 0;
@@ -180,7 +188,8 @@ void trace_driver(PoolBench& pb, const AllocTrace& t, size_t repeats) {
     api.memPoolGetAttribute(mp, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &high);
     add_rows(pb, t, "raw_cuMemAllocAsync", samples, first, double(high),
              "CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH of the default pool (release threshold "
-             "UINT64_MAX during the replays)");
+             "UINT64_MAX during the replays; " + std::to_string(first_high >> 20) +
+             " MiB after the first replay)");
   }
   for (size_t i = 0; i < s.size(); ++i) {
     api.streamDestroy(s[i]);
