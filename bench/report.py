@@ -18,6 +18,8 @@ import socket
 import subprocess
 import sys
 
+from report_goals import fmt_bytes, goal_lines
+
 
 def git(*args):
     here = os.path.dirname(os.path.abspath(__file__))
@@ -51,6 +53,8 @@ def load(path):
 def fmt_ns(v):
     if v is None:
         return "—"
+    if v < 0:  # a figure below its reference: the difference column
+        return "-" + fmt_ns(-v)
     if v >= 1e6:
         return f"{v / 1e6:.2f} ms"
     if v >= 1e3:
@@ -76,9 +80,9 @@ def target_text(t):
     if not t:
         return ""
     if t["kind"] == "ratio":
-        return f"≤ {t['max']:g}× raw"
+        return f"≤ {t['max']:g}× ref"
     if t["kind"] == "diff_ns":
-        return f"≤ raw + {t['max']:g} ns"
+        return f"≤ ref + {t['max']:g} ns"
     return f"≤ {fmt_ns(t['max'])}"
 
 
@@ -121,7 +125,7 @@ def main():
         if raw is not None and raw.get("median"):
             r["ratio"] = r["median"] / raw["median"]
             r["diff_ns"] = r["median"] - raw["median"]
-        if r.get("size_bytes", 0) >= (1 << 20) and r.get("median"):
+        if r.get("size_bytes", 0) >= (1 << 20) and r.get("median") and r.get("unit") == "ns/op":
             r["gbps"] = r["size_bytes"] / r["median"]  # bytes per ns = GB/s
         met = judge(r, raw)
         if r.get("target"):
@@ -143,20 +147,28 @@ def main():
         lines.append(f"- driver API version: {meta['driver_api_version']}"
                      + (f"; NVIDIA driver {meta['nvidia_driver_version']}"
                         if meta.get("nvidia_driver_version") else ""))
-    lines += ["- per-op times: median over repeats (p10–p90); ratio = library median / raw "
-              "median; targets are reported, never asserted", ""]
-    lines += ["| figure | side | median | p10–p90 | vs raw | lib − raw | GB/s | target | met |",
+    lines += ["- per-op times: median over repeats (p10–p90); ratio = this figure's median / its "
+              "reference's (raw_ref: the raw driver, or for pool rows the anchor or pool row "
+              "named in the JSON); targets are reported, never asserted", ""]
+    lines += ["| figure | side | median | p10–p90 | vs ref | − ref | GB/s | target | met |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         ratio = f"{r['ratio']:.3f}×" if "ratio" in r else ""
         diff = (f"{r['diff_ns']:+.0f} ns" if abs(r["diff_ns"]) < 1e4 else fmt_ns(r["diff_ns"])) \
             if "diff_ns" in r else ""
+        fmt = fmt_ns
+        if r.get("unit") == "bytes":  # peak reserved bytes: same columns, bytes
+            fmt = fmt_bytes
+            diff = fmt_bytes(abs(r["diff_ns"])) if "diff_ns" in r else ""
+            if "diff_ns" in r:
+                diff = ("+" if r["diff_ns"] >= 0 else "−") + diff
         gbps = f"{r['gbps']:.1f}" if "gbps" in r else ""
         met = {True: "met", False: "**missed**", None: "n/a"}[r["target_met"]] \
             if "target_met" in r else ""
-        lines.append(f"| {r['id']} | {r['side']} | {fmt_ns(r['median'])} | "
-                     f"{fmt_ns(r['p10'])}–{fmt_ns(r['p90'])} | {ratio} | {diff} | {gbps} | "
+        lines.append(f"| {r['id']} | {r['side']} | {fmt(r['median'])} | "
+                     f"{fmt(r['p10'])}–{fmt(r['p90'])} | {ratio} | {diff} | {gbps} | "
                      f"{target_text(r.get('target'))} | {met} |")
+    lines += goal_lines(results)
     if skipped:
         lines += ["", "## Not measured", ""]
         lines += [f"- {s['program']}: {s['what']}: {s['why']}" for s in skipped]

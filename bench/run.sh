@@ -6,11 +6,13 @@
 #
 # On a machine with an NVIDIA driver: configures BUILD_DIR with
 # -Dkernels=enabled when needed (a fresh one also with -Dtests=false), builds,
-# runs bench_alloc, bench_launch, bench_graph, bench_copy, bench_redzone and
-# bench_ledger (host backend), then the anchors: PyTorch's caching allocator
-# from C++ (built here against python3's torch package) and torch/CuPy from
-# Python. A part that cannot run leaves a "skipped" entry saying why.
-# Without a driver it runs bench_ledger on the host backend only and says so.
+# runs bench_alloc, bench_launch, bench_graph, bench_copy, bench_redzone,
+# bench_pool and bench_ledger (host backend), then the anchors: PyTorch's
+# caching allocator from C++ (built here against python3's torch package,
+# with common/alloc_trace for the pool trace) and torch/CuPy from Python.
+# A part that cannot run leaves a "skipped" entry saying why.
+# Without a driver it runs bench_ledger and bench_pool on the host backend
+# (bench_pool with fewer repeats) and says so.
 # BENCH_LABEL names the machine in the results (e.g. "2-core CI machine");
 # BENCH_GIT_COMMIT gives the commit where the tree has no .git.
 set -uo pipefail
@@ -42,11 +44,17 @@ if [ "$have_gpu" = 1 ]; then
   fi
   ninja -C "$build" || exit 1
 else
-  echo "bench: no NVIDIA driver here (libcuda.so.1 not found): running bench_ledger on the host backend only" >&2
+  echo "bench: no NVIDIA driver here (libcuda.so.1 not found): running bench_ledger and bench_pool on the host backend only" >&2
   if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" -Dtests=false || exit 1
   fi
-  ninja -C "$build" bench/bench_ledger bench/bench_ledger_core || exit 1
+  ninja -C "$build" bench/bench_ledger bench/bench_ledger_core bench/bench_pool_core || exit 1
+  # bench_pool is built only where cuda.h was found (for its raw anchors).
+  pool_why="not built: meson found no cuda.h (bench_pool takes its types for the raw anchors)"
+  if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^bench/bench_pool:'; then
+    pool_why="did not build (see the ninja output above)"
+    ninja -C "$build" bench/bench_pool || echo "bench: bench_pool did not build" >&2
+  fi
 fi
 if [ ! -x "$build/bench/bench_ledger" ]; then
   echo "bench: $build/bench/bench_ledger was not built: does meson.build have subdir('bench')?" >&2
@@ -94,8 +102,10 @@ if [ "$have_gpu" = 1 ]; then
   for part in alloc launch graph copy redzone; do
     run_part "bench_$part" "$build/bench/bench_$part"
   done
+  run_part bench_pool "$build/bench/bench_pool"
   run_part bench_ledger "$build/bench/bench_ledger" host
   run_part bench_ledger_core "$build/bench/bench_ledger_core"
+  run_part bench_pool_core "$build/bench/bench_pool_core"
 
   # Anchor: PyTorch's caching allocator from C++, built against python3's torch.
   torch_exe="$build/bench/torch_alloc"
@@ -115,19 +125,20 @@ if [ "$have_gpu" = 1 ]; then
     if g++ -std=c++17 -O2 -D_GLIBCXX_USE_CXX11_ABI="$abi" \
          -I bench/common -isystem "$torch_dir/include" \
          -isystem "$torch_dir/include/torch/csrc/api/include" ${cuda_inc:+-isystem "$cuda_inc"} \
-         bench/anchors/torch_alloc.cpp bench/common/bench_stats.cpp bench/common/bench_json.cpp \
+         bench/anchors/torch_alloc.cpp bench/common/alloc_trace.cpp \
+         bench/common/bench_stats.cpp bench/common/bench_json.cpp \
          -L "$torch_dir/lib" -lc10_cuda -lc10 -Wl,-rpath,"$torch_dir/lib" \
          -Wl,--allow-shlib-undefined "${rpath_links[@]}" \
          -o "$torch_exe" 2> "$work/torch_build.err"; then
       run_part torch_alloc "$torch_exe"
     else
       tail -n 20 "$work/torch_build.err" >&2
-      python3 -c 'import json,sys; why=open(sys.argv[2],errors="replace").read().strip().splitlines()[-3:]; json.dump({"program":"torch_alloc","meta":{},"results":[],"skipped":[{"what":"alloc_free/*/torch_cpp_caching_allocator","why":"building against torch failed: "+" | ".join(why)}]},open(sys.argv[1],"w"))' \
+      python3 -c 'import json,sys; why=open(sys.argv[2],errors="replace").read().strip().splitlines()[-3:]; json.dump({"program":"torch_alloc","meta":{},"results":[],"skipped":[{"what":"alloc_free/*/torch*, trace_*/torch","why":"building against torch failed: "+" | ".join(why)}]},open(sys.argv[1],"w"))' \
         "$work/torch_alloc.json" "$work/torch_build.err"
       frags+=("$work/torch_alloc.json")
     fi
   else
-    python3 -c 'import json,sys; why=open(sys.argv[2],errors="replace").read().strip().splitlines()[-1:]; json.dump({"program":"torch_alloc","meta":{},"results":[],"skipped":[{"what":"alloc_free/*/torch_cpp_caching_allocator","why":"python3 has no torch: "+" | ".join(why)}]},open(sys.argv[1],"w"))' \
+    python3 -c 'import json,sys; why=open(sys.argv[2],errors="replace").read().strip().splitlines()[-1:]; json.dump({"program":"torch_alloc","meta":{},"results":[],"skipped":[{"what":"alloc_free/*/torch*, trace_*/torch","why":"python3 has no torch: "+" | ".join(why)}]},open(sys.argv[1],"w"))' \
       "$work/torch_alloc.json" "$work/torch.err"
     frags+=("$work/torch_alloc.json")
   fi
@@ -137,6 +148,13 @@ else
   label=${BENCH_LABEL:-"host backend, $(nproc)-CPU $(hostname) (no GPU)"}
   run_part bench_ledger "$build/bench/bench_ledger" host
   run_part bench_ledger_core "$build/bench/bench_ledger_core"
+  run_part bench_pool_core "$build/bench/bench_pool_core"
+  if [ -x "$build/bench/bench_pool" ]; then
+    run_part bench_pool "$build/bench/bench_pool"
+  else
+    python3 -c 'import json,sys; json.dump({"program":"bench_pool","meta":{},"results":[],"skipped":[{"what":"whole program","why":sys.argv[2]}]},open(sys.argv[1],"w"))' "$work/bench_pool.json" "$pool_why"
+    frags+=("$work/bench_pool.json")
+  fi
 fi
 
 slug=$(printf '%s' "$gpu" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-*//; s/-*$//')

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Anchors from Python: torch.empty(..., device='cuda') / del and CuPy's
 memory pool (cupy.cuda.alloc, cupy.empty), at the sizes bench_alloc
-measures. Writes a fragment in the bench's JSON format; a missing package or
+measures; and CuPy's pool at bench_pool's sizes with 1k and 1M other 256 B
+blocks live (alloc_free/<size>/cupy_pool/live1k, .../live1M). Writes a fragment in the bench's JSON format; a missing package or
 device is a skipped entry saying why, never a crash.
 
 Usage: py_anchors.py OUT.json
@@ -12,6 +13,8 @@ import sys
 import time
 
 SIZES = [256, 64 << 10, 1 << 20, 64 << 20]
+POOL_SIZES = [256, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]  # bench_pool's
+POOL_BATCH = 1000
 REPEATS = 15
 WARMUP = 2
 
@@ -50,10 +53,10 @@ def measure(fn, batch, after=None):
             "min": s[0], "max": s[-1], "repeats": len(s)}
 
 
-def entry(variant, n, stats, batch, timing):
+def entry(variant, n, stats, batch, timing, raw_ref=None):
     e = {"id": f"alloc_free/{label(n)}/{variant}", "group": "alloc_free", "variant": variant,
          "side": "anchor", "size_bytes": n, "unit": "ns/op", "batch": batch, "timing": timing,
-         "raw_ref": f"alloc_free/{label(n)}/raw_cuMemAlloc"}
+         "raw_ref": raw_ref or f"alloc_free/{label(n)}/raw_cuMemAlloc"}
     e.update(stats)
     return e
 
@@ -115,6 +118,31 @@ def cupy_anchors(results, skipped, meta):
         results.append(entry("cupy_empty_del", n, measure(array, b, sync), b,
                              "cupy.empty(n, uint8) then del, per op; device synced after each "
                              "batch outside the timed region"))
+    cupy_live(results, sync)
+
+
+def cupy_live(results, sync):
+    """bench_pool's rows for CuPy's pool: live + live/8 blocks of 256 B held,
+    every 9th freed first, then alloc+free pairs of each size."""
+    import cupy
+    for live in (1000, 1000000):
+        lv = "live1M" if live >= 1000000 else "live1k"
+        held = [cupy.cuda.alloc(256) for _ in range(live + live // 8)]
+        for i in range(0, len(held), 9):
+            held[i] = None
+        for n in POOL_SIZES:
+            def pool_alloc(k, n=n):
+                for _ in range(k):
+                    p = cupy.cuda.alloc(n)
+                    del p
+            e = entry(f"cupy_pool/{lv}", n, measure(pool_alloc, POOL_BATCH, sync), POOL_BATCH,
+                      "cupy.cuda.alloc(n) then del (memory pool), per pair, from Python; device "
+                      "synced after each batch outside the timed region",
+                      raw_ref=f"alloc_free/{label(n)}/raw_cuMemAlloc/{lv}")
+            e["note"] = f"{live} other 256 B blocks live, as bench_pool's rows; includes Python's call cost"
+            results.append(e)
+        del held
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def main():

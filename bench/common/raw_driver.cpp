@@ -38,11 +38,16 @@ bool open_raw_driver(int ordinal, RawDriver* a, CUdevice* dev, std::string* why)
   resolve(lib, "cuDevicePrimaryCtxRelease_v2", &a->primaryCtxRelease, &missing);
   resolve(lib, "cuCtxSetCurrent", &a->ctxSetCurrent, &missing);
   resolve(lib, "cuCtxSynchronize", &a->ctxSynchronize, &missing);
+  resolve(lib, "cuCtxGetCurrent", &a->ctxGetCurrent, &missing);
   resolve(lib, "cuGetErrorName", &a->getErrorName, &missing);
   resolve(lib, "cuMemAlloc_v2", &a->memAlloc, &missing);
   resolve(lib, "cuMemFree_v2", &a->memFree, &missing);
   resolve(lib, "cuMemAllocAsync", &a->memAllocAsync, &missing);
   resolve(lib, "cuMemFreeAsync", &a->memFreeAsync, &missing);
+  resolve(lib, "cuDeviceGetDefaultMemPool", &a->deviceGetDefaultMemPool, &missing);
+  resolve(lib, "cuMemPoolGetAttribute", &a->memPoolGetAttribute, &missing);
+  resolve(lib, "cuMemPoolSetAttribute", &a->memPoolSetAttribute, &missing);
+  resolve(lib, "cuMemPoolTrimTo", &a->memPoolTrimTo, &missing);
   resolve(lib, "cuMemHostAlloc", &a->memHostAlloc, &missing);
   resolve(lib, "cuMemFreeHost", &a->memFreeHost, &missing);
   resolve(lib, "cuMemcpyHtoD_v2", &a->memcpyHtoD, &missing);
@@ -64,6 +69,7 @@ bool open_raw_driver(int ordinal, RawDriver* a, CUdevice* dev, std::string* why)
   resolve(lib, "cuEventCreate", &a->eventCreate, &missing);
   resolve(lib, "cuEventDestroy_v2", &a->eventDestroy, &missing);
   resolve(lib, "cuEventRecord", &a->eventRecord, &missing);
+  resolve(lib, "cuStreamWaitEvent", &a->streamWaitEvent, &missing);
   resolve(lib, "cuModuleLoad", &a->moduleLoad, &missing);
   resolve(lib, "cuModuleUnload", &a->moduleUnload, &missing);
   resolve(lib, "cuModuleGetFunction", &a->moduleGetFunction, &missing);

@@ -19,11 +19,18 @@ struct RawDriver {
   CUresult(CUDAAPI* primaryCtxRelease)(CUdevice);
   CUresult(CUDAAPI* ctxSetCurrent)(CUcontext);
   CUresult(CUDAAPI* ctxSynchronize)();
+  CUresult(CUDAAPI* ctxGetCurrent)(CUcontext*);
   CUresult(CUDAAPI* getErrorName)(CUresult, const char**);
   CUresult(CUDAAPI* memAlloc)(CUdeviceptr*, size_t);
   CUresult(CUDAAPI* memFree)(CUdeviceptr);
   CUresult(CUDAAPI* memAllocAsync)(CUdeviceptr*, size_t, CUstream);
   CUresult(CUDAAPI* memFreeAsync)(CUdeviceptr, CUstream);
+  // The device's default memory pool (what cuMemAllocAsync serves from):
+  // its reserved high-water mark and release threshold for the pool trace.
+  CUresult(CUDAAPI* deviceGetDefaultMemPool)(CUmemoryPool*, CUdevice);
+  CUresult(CUDAAPI* memPoolGetAttribute)(CUmemoryPool, CUmemPool_attribute, void*);
+  CUresult(CUDAAPI* memPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void*);
+  CUresult(CUDAAPI* memPoolTrimTo)(CUmemoryPool, size_t);
   CUresult(CUDAAPI* memHostAlloc)(void**, size_t, unsigned int);
   CUresult(CUDAAPI* memFreeHost)(void*);
   CUresult(CUDAAPI* memcpyHtoD)(CUdeviceptr, const void*, size_t);
@@ -45,6 +52,7 @@ struct RawDriver {
   CUresult(CUDAAPI* eventCreate)(CUevent*, unsigned int);
   CUresult(CUDAAPI* eventDestroy)(CUevent);
   CUresult(CUDAAPI* eventRecord)(CUevent, CUstream);
+  CUresult(CUDAAPI* streamWaitEvent)(CUstream, CUevent, unsigned int);
   CUresult(CUDAAPI* moduleLoad)(CUmodule*, const char*);
   CUresult(CUDAAPI* moduleUnload)(CUmodule);
   CUresult(CUDAAPI* moduleGetFunction)(CUfunction*, CUmodule, const char*);
