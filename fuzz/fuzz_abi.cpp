@@ -102,9 +102,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opts.launch_trace = (flags >> 4) & 1;
   opts.kernel_timing = (flags >> 5) & 1;
   if ((flags >> 6) & 1) opts.trace_capacity = 1 + in.pick(8);
+  opts.pool = ((flags >> 7) & 1) ? 0 : 1;
 
   State st;
   st.m.checked = opts.checked_pointers != 0;
+  st.m.pooled = opts.pool != 0;
   expect(metrale_context_create(&opts, &st.ctx), want_ok(), "context_create");
   expect(metrale_context_create(&opts, &st.other), want_ok(), "context_create other");
   setup_kernels(st);

@@ -128,6 +128,8 @@ inline Want want_for_range(Model& m, uint64_t p, uint64_t n) {
       return m.lost ? want_fail() : want_ok_or(METRALE_ERROR_INVALID_ARGUMENT);
     case Where::Outside:
       if (m.lost) return want_fail();
+      // Pool memory no allocation owns (rule 9): only checked pointers know.
+      if (m.pooled && !m.checked) return want_ok_or(METRALE_ERROR_INVALID_ARGUMENT);
       return want_status(m.checked ? METRALE_ERROR_OUT_OF_BOUNDS
                                    : METRALE_ERROR_INVALID_ARGUMENT);
   }
@@ -166,7 +168,7 @@ void op_work(State& st, Bytes& in, unsigned which);
 void op_kernel(State& st, Bytes& in, unsigned which);
 void op_query(State& st, Bytes& in, unsigned which);
 
-constexpr unsigned kMemoryOps = 10, kCopyOps = 12, kWorkOps = 16, kKernelOps = 8, kQueryOps = 14;
+constexpr unsigned kMemoryOps = 15, kCopyOps = 12, kWorkOps = 16, kKernelOps = 8, kQueryOps = 14;
 
 void setup_kernels(State& st);
 metrale_status_t touch_kernel(const metrale_host_kernel_call_t* call, void* user);

@@ -1,5 +1,6 @@
 // Allocation, frees (good and bad), arenas, pinned and registered host memory.
 #include <algorithm>
+#include <cstring>
 
 #include "fuzz_state.hpp"
 
@@ -209,6 +210,66 @@ void do_pinned(State& st, Bytes& in, unsigned which) {
     violated("host backend device pointer is not the host address", "pinned", METRALE_OK);
 }
 
+// The caching pool's calls (rule 9): stream-ordered alloc and free on any
+// stream (dead, default, capturing), record_stream, trim and stats.
+void do_pool(State& st, Bytes& in, unsigned which) {
+  StreamPick sp = pick_stream(st, in);
+  switch (which) {
+    case 0: {  // alloc_async
+      if (st.m.allocs.size() >= 48) return;
+      size_t bytes = pick_alloc_size(in);
+      Want w = bytes == 0 ? want_status(METRALE_ERROR_INVALID_ARGUMENT)
+               : bytes > kMaxAlloc || st.m.lost ? want_fail() : want_ok();
+      if (sp.dead) w = want_fail();
+      metrale_devptr_t p = 0;
+      if (expect(metrale_alloc_async(st.ctx, bytes, sp.s, &p), w, "alloc_async") == METRALE_OK) {
+        add_alloc(st, p, bytes, true, METRALE_ALLOC_DEVICE);
+        st.allocs_since_reset++;
+        st.alloc_bytes_since_reset += bytes;
+      }
+      return;
+    }
+    case 1: {  // free_async: a capturing stream defers the reuse, the free is OK
+      long i = pick_alloc(st, in, true);
+      if (i < 0) return;
+      Want w = sp.dead ? want_fail() : st.m.lost ? want_ok_or(METRALE_ERROR_CONTEXT_LOST) : want_ok();
+      if (expect(metrale_free_async(st.ctx, st.m.allocs[static_cast<size_t>(i)].ptr, sp.s), w,
+                 "free_async") == METRALE_OK)
+        remove_alloc(st, static_cast<size_t>(i));
+      return;
+    }
+    case 2: {  // record_stream
+      long i = pick_alloc(st, in, true);
+      if (i < 0) return;
+      Want w = sp.dead ? want_fail() : st.m.lost ? want_any() : want_ok();
+      expect(metrale_record_stream(st.ctx, st.m.allocs[static_cast<size_t>(i)].ptr, sp.s), w,
+             "record_stream");
+      return;
+    }
+    case 3: {  // trim
+      size_t released = 0;
+      expect(metrale_pool_trim(st.ctx, in.pick(4) == 0 ? SIZE_MAX : in.pick(4u << 20), &released),
+             unless_lost_ok(st), "pool_trim");
+      return;
+    }
+    default: {  // stats: consistent with the ledger
+      metrale_pool_stats_t ps;
+      std::memset(&ps, 0, sizeof ps);
+      ps.struct_size = sizeof ps;
+      expect(metrale_pool_stats(st.ctx, &ps), want_ok(), "pool_stats");
+      if (ps.enabled != (st.m.pooled ? 1 : 0)) violated("pool_stats enabled", "pool_stats", METRALE_OK);
+      if (ps.cached_bytes != ps.reserved_bytes - ps.in_use_bytes || ps.in_use_bytes > ps.reserved_bytes)
+        violated("pool_stats cached != reserved - in_use", "pool_stats", METRALE_OK);
+      size_t device_allocs = 0;
+      for (const Alloc& a : st.m.allocs)
+        device_allocs += a.ledger && a.kind == METRALE_ALLOC_DEVICE;
+      if (st.m.pooled && ps.blocks_in_use < device_allocs)
+        violated("pool_stats: fewer blocks in use than live allocations", "pool_stats", METRALE_OK);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 void op_memory(State& st, Bytes& in, unsigned which) {
@@ -222,7 +283,8 @@ void op_memory(State& st, Bytes& in, unsigned which) {
     case 6: do_pinned(st, in, 0); break;
     case 7: do_pinned(st, in, 1); break;
     case 8: do_pinned(st, in, 2); break;
-    default: do_pinned(st, in, 3); break;
+    case 9: do_pinned(st, in, 3); break;
+    default: do_pool(st, in, which - 10); break;
   }
 }
 

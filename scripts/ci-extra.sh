@@ -3,7 +3,8 @@
 # directory:
 #   1. ASan+UBSan (gcc, stop at the first report) build + the whole suite
 #   2. TSan build + the concurrent suites: stress (a smaller count), threads,
-#      races, reentry, handles, logging
+#      races, reentry, handles, logging, pool (16 threads on 16 streams with
+#      cross-stream frees; the pool class's own threads case), quarantine
 #   3. valgrind over the host suite, reusing the main build
 #   4. a bounded libFuzzer pass (clang ASan+UBSan), as a Meson test of its own
 #   5. the mutation check (scripts/mutate.sh): the ci tier of
@@ -85,12 +86,12 @@ if ! skipped asan; then
 fi
 
 if ! skipped tsan; then
-  step "TSan build, the stress, threads, races, reentry, handles and logging suites"
+  step "TSan build, the stress, threads, races, reentry, handles, logging, pool and quarantine suites"
   if setup_once build-tsan -Db_sanitize=thread -Dkernels=disabled &&
-      build_suites build-tsan 'stress|threads|races|reentry|handles|logging'; then
+      build_suites build-tsan 'stress|threads|races|reentry|handles|logging|pool|quarantine|pool_core'; then
     METRALE_STRESS_OPS=${TSAN_STRESS_OPS:-50000} TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
       run_tests build-tsan tsan --suite stress --suite threads --suite races --suite reentry \
-        --suite handles --suite logging
+        --suite handles --suite logging --suite pool --suite quarantine
   else
     echo "ci-extra: the TSan build failed" >&2
     broken=1

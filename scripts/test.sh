@@ -15,6 +15,15 @@ ninja -C "$build" || exit 1
 rm -f "$build/meson-logs/testlog.json"
 meson test -C "$build" --print-errorlogs --num-processes "$(nproc)" "$@"
 logs=("$build/meson-logs/testlog.json")
+# The cmocka suites again with the caching pool off (rule 9: both paths are
+# supported); their own log.
+if [ $# -eq 0 ]; then
+  rm -f "$build/meson-logs/pool-off.json"
+  METRALE_POOL=0 meson test -C "$build" --no-rebuild --print-errorlogs \
+    --num-processes "$(nproc)" --logbase pool-off --no-suite bindings --no-suite examples \
+    --no-suite symbols --no-suite header | tail -n 8
+  logs+=("$build/meson-logs/pool-off.json")
+fi
 # The reliability checks (scripts/ci-extra.sh: ASan+UBSan, TSan, valgrind, a
 # fuzz pass), each a Meson test in its own testlog; skipped when the caller
 # picked tests or set METRALE_CI_EXTRA=0.
