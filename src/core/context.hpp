@@ -213,6 +213,17 @@ struct metrale_context {
   void launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
                      uint32_t shared, metrale_stream* s, void** params, const void* args,
                      size_t args_bytes, bool packed);
+  // Launch path (launch.cpp): argument checks, the full path taken when the
+  // trace, timing or debug_sync is on, and the failure message.
+  void check_launch_args(const metrale::core::KernelObj* kern, void** params, const void* args,
+                         size_t args_bytes, bool packed);
+  [[noreturn, gnu::cold, gnu::noinline]] void refuse_launch_args(
+      const metrale::core::KernelObj* kern, const void* args, size_t args_bytes, bool packed);
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_launch(const metrale::core::KernelObj* kern,
+                                                          const metrale::Error& e);
+  void launch_observed(metrale::core::KernelObj* kern, metrale_dim3_t grid, metrale_dim3_t block,
+                       uint32_t shared, metrale::core::StreamObj* st, void** params,
+                       const void* args, size_t args_bytes, bool packed);
   metrale_trace_entry_t trace_launch(const metrale::core::KernelObj* k, metrale_dim3_t grid,
                                      metrale_dim3_t block, uint32_t shared, void** params,
                                      const void* args, size_t args_bytes, bool packed);
