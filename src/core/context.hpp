@@ -27,6 +27,7 @@
 #include "core/kernel_timer.hpp"
 #include "core/ledger.hpp"
 #include "core/modules.hpp"
+#include "core/pad_mirror.hpp"
 #include "core/pinned_registry.hpp"
 #include "core/scan_fence.hpp"
 #include "core/telemetry.hpp"
@@ -193,6 +194,14 @@ struct metrale_context {
   // backend stream_synchronize, counted, faults probed.
   void sync(StreamHandle h, const char* what);
   void settle_streams_before_scan();
+  // A pad the red-zone pass found with bytes other than the pattern: its
+  // range and owner at the snapshot, and the bad bytes the device counted.
+  struct DirtyPad {
+    metrale::backend::Range zone;
+    metrale::core::PadOwner owner;
+    uint32_t bad_bytes;
+  };
+  std::vector<DirtyPad> find_dirty_pads();  // redzone.cpp; inside a ScanPass
   // Host kernels calling back in (reentry.cpp): INVALID_ARGUMENT when this
   // thread runs work of stream h (a wait on h would wait for the kernel
   // itself), of any stream of this context, or of stream h being destroyed.
@@ -262,6 +271,7 @@ struct metrale_context {
   std::atomic<bool> kernel_timing_{false};
   metrale::core::KernelTimer timer_;
   metrale::core::ScanFence scan_fence_;
+  metrale::core::PadMirror pad_mirror_;  // red-zone scans' copy of the pad table
   std::atomic<bool> warned_pinned_source_{false};
 };
 
