@@ -56,7 +56,12 @@ std::vector<metrale_context::DirtyPad> metrale_context::find_dirty_pads() {
   if (lease.held()) {
     pad_mirror_.refresh(ledger_);
     const size_t n = pad_mirror_.size();
-    if (n == 0) return dirty;
+    if (n == 0) {
+      // The backend is not called: have the next call send it the whole
+      // table rather than reason about what it missed.
+      pad_mirror_.backend_begin();
+      return dirty;
+    }
     const std::vector<uint32_t>& changed = pad_mirror_.changed();
     pad_mirror_.backend_begin();
     device([&] {
