@@ -28,8 +28,10 @@ void PadMirror::refresh(Ledger& ledger) {
   if (changes_.whole) {
     ranges_.swap(changes_.ranges);
     owners_.swap(changes_.owners);
-    changes_.ranges.clear();
-    changes_.owners.clear();
+    // Not kept for the next time: a whole copy is rare, and holding the old
+    // arrays would double the memory the mirror keeps.
+    std::vector<backend::Range>().swap(changes_.ranges);
+    std::vector<PadOwner>().swap(changes_.owners);
   } else {
     ranges_.resize(changes_.size);
     owners_.resize(changes_.size);
