@@ -50,6 +50,10 @@
  *   METRALE_STAGING_BUFFERS=<n>       staging buffers in the ring (>= 2)
  *   METRALE_STAGING_THREADS=<n>       memcpy workers per staged copy (>= 1)
  *   METRALE_PINNED_POOL=0|1           cache freed pinned host blocks
+ *   METRALE_NVTX=0|1                  describe pooled blocks to a tool through
+ *                                     NVTX (compute-sanitizer); unset: when
+ *                                     a tool is attached, 1: always, 0: never;
+ *                                     see "The caching pool"
  *   METRALE_LOG=trace|debug|info|warn|error|critical|off   log level (read
  *                                     at library load and at each create)
  *   METRALE_TEST_HOST_FAIL_FREE=<n>   test hook, host backend only: the n-th
@@ -246,6 +250,49 @@
  *    answers (CUDA does not support that; use the host backend, or exec).
  *    The parent's contexts are unaffected. Call fork() while no other
  *    thread is inside this library.
+ *
+ * 9. The caching pool and stream order.
+ *    With the pool on (the default; pool = 0 or METRALE_POOL=0 turns it
+ *    off), metrale_alloc takes device memory from chunks the pool got from
+ *    the driver (2 MiB chunks for sizes up to 1 MiB, 20 MiB or own-size
+ *    chunks above), rounded up to 512 bytes; metrale_free gives it back to
+ *    the pool, not to the driver. Managed memory and arenas never use it.
+ *    - Every pooled block is ordered on one stream: the default stream for
+ *      metrale_alloc, s for metrale_alloc_async. Freed (metrale_free: on
+ *      that stream; metrale_free_async: on the stream given) it is handed
+ *      out again at once to allocations on the same stream, which run
+ *      after the free in that stream's order, and to other streams only
+ *      once an event recorded after the free has completed.
+ *    - So the caller orders every use of a block on ANOTHER stream before
+ *      its free (an event the freeing stream waits for, a synchronize), or
+ *      marks it with metrale_record_stream, or frees it with
+ *      metrale_free_async on the stream that used it last; otherwise a later
+ *      allocation may get memory a kernel still reads or writes (this is
+ *      PyTorch's rule). With the pool off, a free is the driver's.
+ *    - The ledger is the pool's table: entries, sites, red zones, checked
+ *      pointers, scans, poison and sweeps work on pooled blocks exactly as
+ *      on driver allocations; an entry's reserved bytes are its block's
+ *      size, so metrale_chunk_slack_bytes is the pool's real rounding.
+ *      metrale_free_memory counts what the pool holds cached.
+ *    - Red zones: a pooled block's pad is filled on its stream, after the
+ *      previous owner's work there; metrale_alloc also waits for that fill,
+ *      so its memory may be used on any stream at once, as before.
+ *    - Out of memory: the pool gives its cached chunks back to the driver
+ *      and retries once; then OUT_OF_MEMORY, the message naming the sites
+ *      that hold the most and the pool's cached and in-use bytes.
+ *    - Capture: allocating while the stream captures is allowed: the pool
+ *      hands out only memory whose last use has completed (or a new chunk)
+ *      and records nothing into the graph. A pooled block freed while the
+ *      stream it is freed on captures leaves the ledger at once (OK), but
+ *      goes back to the pool only when that capture ends or is aborted, so
+ *      nothing the graph was recorded with is handed out during the
+ *      capture. Keep a block the graph uses allocated while the graph may
+ *      replay, as with driver memory.
+ *    - metrale_stream_destroy waits for the work of that stream before the
+ *      pool hands out what it freed or used; its cached blocks pass to the
+ *      default stream.
+ *    - Thread-safe: one lock guards the pool; a chunk allocation from the
+ *      driver is made with it held.
  */
 #ifndef METRALE_GPU_H
 #define METRALE_GPU_H
@@ -587,6 +634,21 @@ metrale_status_t metrale_free(metrale_context_t* ctx, metrale_devptr_t dptr);
 /* The caching pool (rule 9)                                           */
 /* ------------------------------------------------------------------ */
 
+/* Tools. compute-sanitizer's memcheck sees only the pool's chunks, which
+ * are driver allocations, so an access to a chunk byte that no live block
+ * covers would go unreported. On the cuda backend the library therefore
+ * describes the pool through the NVTX memory API: each chunk is a
+ * sub-allocator heap and each block handed out a region in it (the bytes
+ * asked for, plus the red-zone pad when red zones are on, which the library
+ * itself fills and scans), so memcheck reports such an access as an invalid
+ * global read or write. By default it is on when a tool is attached (the
+ * tool sets NVTX_INJECTION64_PATH; memcheck honours NVTX by default since
+ * CUDA 12.0, --nvtx yes) and costs nothing without one: no NVTX call is
+ * made, and the pool skips the hooks. METRALE_NVTX=1 turns it on even when
+ * no tool is detected (NVTX then finds out itself, for a few ns per pooled
+ * alloc and free without a tool), METRALE_NVTX=0 off. The host backend has
+ * no tool to tell. scripts/nvtx-memcheck.sh shows it. */
+
 /** As metrale_alloc_at, ordered on stream s (NULL: the default stream): the
  *  block may still be in use by work earlier on s's timeline only when that
  *  work freed it on s, so kernels on s may use it at once. With the pool
@@ -603,17 +665,19 @@ metrale_status_t metrale_alloc_async_at(metrale_context_t* ctx, size_t bytes,
 
 /** Frees dptr on stream s: every use of it before this point of s finishes
  *  before the memory is used again; uses on other streams must be ordered
- *  before it by the caller or marked with metrale_record_stream. The ledger
- *  entry leaves at once. With the pool off it is metrale_free. Statuses as
- *  metrale_free, and INVALID_ARGUMENT for a bad stream (nothing freed). */
+ *  before it by the caller or marked with metrale_record_stream (rule 9).
+ *  The ledger entry leaves at once. With the pool off it is metrale_free.
+ *  Statuses as metrale_free, and INVALID_ARGUMENT for a bad stream (nothing
+ *  freed). While s captures, see rule 9. */
 metrale_status_t metrale_free_async(metrale_context_t* ctx, metrale_devptr_t dptr,
                                     metrale_stream_t* s);
 
 /** Marks the live allocation dptr as used on stream s (like torch's
  *  record_stream): when it is freed, the pool records an event on s and
  *  reuses the block only once that event completed. NOT_FOUND when dptr is
- *  not a live ledger allocation, INVALID_ARGUMENT for an interior pointer or
- *  a bad stream. With the pool off: METRALE_OK, nothing to do (a driver free
+ *  not a live ledger allocation, INVALID_ARGUMENT for dptr 0, an interior
+ *  pointer or a bad stream. A later free is CAPTURE (nothing freed) while
+ *  s captures: its event would be recorded into the graph. With the pool off: METRALE_OK, nothing to do (a driver free
  *  already waits). Thread-safe. */
 metrale_status_t metrale_record_stream(metrale_context_t* ctx, metrale_devptr_t dptr,
                                        metrale_stream_t* s);

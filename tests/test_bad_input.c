@@ -373,8 +373,11 @@ static void fx_open(fx_t* f) {
   memset(f, 0, sizeof *f);
   f->ctx = mt_open(NULL);
   MT_OK(metrale_alloc(f->ctx, 1024, &f->p));
-  MT_OK(metrale_alloc(f->ctx, 64, &f->freed));
+  /* 16 MiB: a chunk of its own in the pool, which the trim gives back to the
+   * driver, so the address is freed memory there too. */
+  MT_OK(metrale_alloc(f->ctx, 16u << 20, &f->freed));
   MT_OK(metrale_free(f->ctx, f->freed));
+  MT_OK(metrale_pool_trim(f->ctx, 0, NULL));
   MT_OK(metrale_alloc_arena(f->ctx, 1024, &f->arena));
   MT_OK(metrale_host_alloc_pinned(f->ctx, 4096, &f->pinned));
   MT_OK(metrale_stream_create(f->ctx, &f->s));

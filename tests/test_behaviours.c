@@ -190,7 +190,11 @@ static void foreign_event_is_refused(void** state) {
 
 /* The backend's allocation granularity: the host backend rounds to 256 bytes
  * (cuMemAlloc's alignment); the cuda backend counts 512. */
-static size_t granularity(metrale_context_t* ctx) { return mt_is_host(ctx) ? 256 : 512; }
+/* The pool rounds to 512 bytes on both backends; the drivers' own
+ * allocations are rounded to 256 (host) and 512 (cuda). */
+static size_t granularity(metrale_context_t* ctx) {
+  return mt_pool_on(ctx) || !mt_is_host(ctx) ? 512 : 256;
+}
 
 static size_t round_up(size_t n, size_t g) { return (n + g - 1) / g * g; }
 

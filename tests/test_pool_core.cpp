@@ -17,9 +17,11 @@
 #include "core/pool/caching_pool.hpp"
 #include "core/pool/size_class.hpp"
 #include "fake_chunk_source.hpp"
+#include "pool_by_address.hpp"
 
 using namespace metrale::core::pool;
 using pooltest::FakeChunkSource;
+using pooltest::PoolByAddress;
 
 namespace {
 
@@ -66,7 +68,7 @@ void rounding() {
   CHECK(!should_split(20 * MiB, 19 * MiB));  // 1 MiB left: not above 1 MiB
   CHECK(should_split(20 * MiB, 19 * MiB - 512));
   FakeChunkSource src;
-  CachingPool pool(src);
+  PoolByAddress pool(src);
   const DevPtr a = pool.allocate(0, S1);
   const DevPtr b = pool.allocate(1, S1);
   CHECK(a != b);
@@ -84,7 +86,7 @@ void rounding() {
 
 void same_stream_reuse() {
   FakeChunkSource src;
-  CachingPool pool(src);
+  PoolByAddress pool(src);
   const DevPtr a = pool.allocate(1000, S1);
   CHECK(pool.free(a));
   CHECK(!pool.free(a));  // twice: refused
@@ -103,7 +105,7 @@ void same_stream_reuse() {
 // Fills what is left of the current small chunk of `s` with 1 MiB blocks.
 void cross_stream() {
   FakeChunkSource src;
-  CachingPool pool(src);
+  PoolByAddress pool(src);
   const DevPtr a = pool.allocate(MiB, S1);
   const DevPtr a2 = pool.allocate(MiB, S1);  // the chunk is full
   CHECK_EQ(a2, a + MiB);
@@ -140,7 +142,7 @@ void cross_stream() {
 // same stream waits for a later event.
 void event_covers_earlier_frees_only() {
   FakeChunkSource src;
-  CachingPool pool(src);
+  PoolByAddress pool(src);
   const DevPtr a = pool.allocate(12 * MiB, S1);  // a 12 MiB chunk each
   const DevPtr c = pool.allocate(12 * MiB, S1);
   CHECK(pool.free(a));
@@ -159,7 +161,7 @@ void event_covers_earlier_frees_only() {
 
 void record_stream() {
   FakeChunkSource src;
-  CachingPool pool(src);
+  PoolByAddress pool(src);
   const DevPtr a = pool.allocate(MiB, S1);
   pool.allocate(MiB, S1);
   CHECK(pool.record_stream(a, S2));
@@ -187,7 +189,7 @@ void split_and_coalesce() {
     int order[3] = {0, 1, 2};
     do {
       FakeChunkSource src;
-      CachingPool pool(src);
+      PoolByAddress pool(src);
       DevPtr p[3];
       for (int i = 0; i < 3; ++i) p[i] = pool.allocate(sz, S1);
       CHECK_EQ(p[1], p[0] + sz);
@@ -195,9 +197,16 @@ void split_and_coalesce() {
       CHECK_EQ(pool.stats().largest_free, chunk - 3 * sz);
       for (int i : order) CHECK(pool.free(p[i]));
       PoolStats s = pool.stats();
-      CHECK_EQ(s.largest_free, chunk);
       CHECK_EQ(s.in_use, 0u);
       CHECK_EQ(s.cached, chunk);
+      // The frees sit in the reuse bins, uncoalesced: a request that only
+      // merged blocks can serve (the whole chunk; 1 MiB, the largest small
+      // size, for the small one) empties them into the index, where they
+      // merge, and is served without fetching another chunk.
+      const DevPtr whole = pool.allocate(is_small(sz) ? kSmallLimit : chunk, S1);
+      CHECK_EQ(whole, p[0]);
+      CHECK_EQ(src.allocs, 1u);
+      CHECK(pool.free(whole));
       // One free block spanning the chunk: a trim gives the chunk back.
       CHECK_EQ(pool.trim(0), chunk);
       CHECK_EQ(src.frees, 1u);
@@ -206,18 +215,20 @@ void split_and_coalesce() {
   // Blocks of different streams do not merge until the events complete
   // and a trim looks at whole chunks.
   FakeChunkSource src;
-  CachingPool pool(src);
+  PoolByAddress pool(src);
   const DevPtr a = pool.allocate(512 * KiB, S1);
   const DevPtr b = pool.allocate(512 * KiB, S1);
   CHECK(pool.free_on(a, S2));
   CHECK(pool.free_on(b, S1));
-  CHECK_EQ(pool.stats().largest_free, 2 * MiB - 512 * KiB);
+  // Binned on their streams, nothing merged: the chunk's untouched 1 MiB is
+  // the largest free block.
+  CHECK_EQ(pool.stats().largest_free, MiB);
   CHECK_EQ(pool.trim(0), 2 * MiB);  // every block free: the chunk goes
 }
 
 void trim() {
   FakeChunkSource src;
-  CachingPool pool(src);
+  PoolByAddress pool(src);
   // 12 MiB chunk, stays in use; 1 MiB left over is not worth a split, so
   // the block is the whole chunk.
   const DevPtr keep = pool.allocate(11 * MiB, S1);
@@ -260,7 +271,7 @@ void trim() {
 void oom_retry() {
   FakeChunkSource src;
   src.capacity = 42 * MiB;
-  CachingPool pool(src);
+  PoolByAddress pool(src);
   const DevPtr a = pool.allocate(12 * MiB, S1);
   pool.free(a);
   CHECK_EQ(pool.stats().cached, 12 * MiB);
@@ -305,7 +316,7 @@ void oom_retry() {
 void random_model() {
   FakeChunkSource src;
   src.capacity = 1024 * MiB;  // out-of-memory now and then: release, retry, or fail
-  CachingPool pool(src);
+  PoolByAddress pool(src);
   size_t ooms = 0;
   std::mt19937_64 rng(12345);
   struct Live {
@@ -402,7 +413,7 @@ void random_model() {
 
 void threads() {
   FakeChunkSource src;
-  CachingPool pool(src);
+  PoolByAddress pool(src);
   constexpr int kThreads = 16, kOps = 20000;
   std::atomic<bool> stop{false};
   std::thread completer([&] {

@@ -179,6 +179,41 @@ class Backend {
   virtual void launch_packed(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
                              StreamHandle s, const void* args, size_t args_bytes) = 0;
 
+  // --- memory annotations for tools (NVTX) -------------------------------------
+  // So that a checker such as compute-sanitizer's memcheck sees the caching
+  // pool's blocks as separate buffers, not only the chunks it got from
+  // mem_alloc: a chunk is registered as a sub-allocator heap, a block handed
+  // out as a region in it; an access to a heap byte outside every region is
+  // reported. Best effort: the hooks never throw and never fail a caller.
+  // Every backend but cuda keeps these no-op defaults (no tool to tell).
+  //
+  // METRALE_NVTX: unset = AUTO, 1 = ON, 0 = OFF.
+  enum class Annotations { OFF, AUTO, ON };
+  // Turns the annotations on (AUTO: only when a tool is attached to the
+  // process; ON: whenever this backend can annotate) and returns whether
+  // they are on (false: every hook below stays a no-op, and core need not
+  // call them). Core calls it once, at context create, unless OFF.
+  virtual bool mem_annotations_begin(Annotations mode) {
+    (void)mode;
+    return false;
+  }
+  // [ptr, ptr+bytes) is a chunk from mem_alloc that blocks are cut from.
+  // Called after mem_alloc; the release before mem_free of the chunk (it
+  // drops the chunk's regions too).
+  virtual void mem_annotate_chunk(DevPtr ptr, size_t bytes) noexcept {
+    (void)ptr;
+    (void)bytes;
+  }
+  virtual void mem_annotate_chunk_release(DevPtr ptr) noexcept { (void)ptr; }
+  // [ptr, ptr+bytes) inside an annotated chunk is handed out (a range in no
+  // annotated chunk is ignored); the release is called with the same ptr
+  // before the range goes back to the pool.
+  virtual void mem_annotate_block(DevPtr ptr, size_t bytes) noexcept {
+    (void)ptr;
+    (void)bytes;
+  }
+  virtual void mem_annotate_block_release(DevPtr ptr) noexcept { (void)ptr; }
+
   // --- faults -----------------------------------------------------------------
   // Checks whether the device context has a sticky fault (an illegal address,
   // say). Returns "" while healthy, else a message naming the fault. Never

@@ -6,6 +6,7 @@
 
 #include "core/format.hpp"
 #include "core/log.hpp"
+#include "core/nvtx_setting.hpp"
 #include "core/options.hpp"
 
 using metrale::Error;
@@ -50,9 +51,18 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
   using metrale::core::handle_id::handle_from;
   metrale::core::apply_log_env();
   metrale_context_options_t opts = metrale::core::resolve_options(given);
+  const auto nvtx = metrale::core::nvtx_setting();  // METRALE_NVTX, refused before anything opens
   std::unique_ptr<metrale_context> ctx(new metrale_context(opts));
   ctx->backend_ = metrale::core::open_backend(opts);
+  ctx->annotate_memory_ = ctx->backend_->mem_annotations_begin(nvtx);
   ctx->modules_ = std::make_unique<metrale::core::Modules>(*ctx->backend_, ctx->strings_);
+  if (opts.pool != 0) {
+    ctx->chunk_source_ = std::make_unique<metrale::core::pool::BackendChunkSource>(
+        *ctx->backend_, ctx->annotate_memory_);
+    // One lock for a pooled block and its ledger entry (rule 9).
+    ctx->pool_ = std::make_unique<metrale::core::pool::CachingPool>(*ctx->chunk_source_,
+                                                                     &ctx->ledger_.mutex());
+  }
   StreamHandle h = ctx->backend_->stream_create();
   uint64_t handle = 0;
   try {
@@ -75,9 +85,10 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
     ctx->release_everything();
     throw;
   }
-  metrale::core::log().debug("context created on the {} backend (redzone {} bytes, checked {})",
-                             ctx->backend_->kind() == METRALE_BACKEND_CUDA ? "cuda" : "host",
-                             opts.redzone_bytes, opts.checked_pointers);
+  metrale::core::log().debug(
+      "context created on the {} backend (redzone {} bytes, checked {}, NVTX memory annotations {})",
+      ctx->backend_->kind() == METRALE_BACKEND_CUDA ? "cuda" : "host", opts.redzone_bytes,
+      opts.checked_pointers, ctx->annotate_memory_ ? "on" : "off");
   ctx.release();
   return handle_from<metrale_context_t>(handle);
 }
@@ -102,6 +113,10 @@ void metrale_context::release_everything() noexcept {
   }
   // No pass can be open at teardown; free whatever one still held back.
   free_held(scan_fence_.drain());
+  // Every block is back: the pool waits for its streams' events and gives
+  // its chunks to the driver, while those streams still exist.
+  pool_.reset();
+  chunk_source_.reset();
   if (backend_) timer_.release(*backend_);
   for (metrale::core::EventObj* e : events_.live()) {
     quietly([&] { backend_->event_destroy(e->handle); });
@@ -165,7 +180,10 @@ size_t metrale_context::device_free_memory() {
 }
 
 // Nothing is cached for reuse in this version, so it is the device's answer.
-size_t metrale_context::free_memory() { return device_free_memory(); }
+size_t metrale_context::free_memory() {
+  const size_t device_free = device_free_memory();
+  return pool_ ? device_free + pool_->stats().cached : device_free;
+}
 
 // --- shared helpers ---------------------------------------------------------
 

@@ -29,6 +29,8 @@
 #include "core/modules.hpp"
 #include "core/pad_mirror.hpp"
 #include "core/pinned_registry.hpp"
+#include "core/pool/backend_chunk_source.hpp"
+#include "core/pool/caching_pool.hpp"
 #include "core/scan_fence.hpp"
 #include "core/telemetry.hpp"
 #include "metrale_gpu.h"
@@ -64,8 +66,19 @@ struct metrale_context {
   size_t device_free_memory();
 
   // --- memory (memory.cpp) ---
-  DevPtr alloc(size_t bytes, const char* file, int line, metrale_alloc_kind_t kind);
+  // s: the stream the memory is ordered on (NULL: the default stream);
+  // only pooled device memory is stream-ordered.
+  DevPtr alloc(size_t bytes, const char* file, int line, metrale_alloc_kind_t kind,
+               metrale_stream* s = nullptr, bool wait_for_fill = true);
   void free(DevPtr ptr);
+
+  // --- the caching pool (pool_ops.cpp) ---
+  // metrale_free_async: frees ptr on s (pooled), or as free() (raw).
+  void free_on(DevPtr ptr, metrale_stream* s);
+  void record_stream(DevPtr ptr, metrale_stream* s);
+  void pool_stats(metrale_pool_stats_t* out) const;
+  size_t pool_trim(size_t keep_bytes);
+  bool pooled() const { return pool_ != nullptr; }
   DevPtr alloc_arena(size_t bytes);
   void free_arena(DevPtr ptr);
   void* host_alloc_pinned(size_t bytes);
@@ -141,7 +154,10 @@ struct metrale_context {
 
   // --- telemetry (telemetry_ops.cpp) ---
   void counters(metrale_counters_t* c) const { counters_.snapshot(c); }
-  void counters_reset() { counters_.reset(); }
+  void counters_reset() {
+    std::lock_guard<std::mutex> lock(ledger_.mutex());  // see count_alloc_held
+    counters_.reset();
+  }
   void launch_trace_enable(bool on);
   void launch_trace_read(metrale_trace_entry_t* out, size_t cap, size_t* count) const;
   void kernel_audit_read(metrale_kernel_audit_entry_t* out, size_t cap, size_t* count) const;
@@ -236,11 +252,48 @@ struct metrale_context {
   metrale_trace_entry_t trace_launch(const metrale::core::KernelObj* k, metrale_dim3_t grid,
                                      metrale_dim3_t block, uint32_t shared, void** params,
                                      const void* args, size_t args_bytes, bool packed);
-  // The backend free of a block already off the ledger, held back while a
-  // red-zone pass may still read its pad (see ScanFence).
-  void release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e);
+  // The free of a block already off the ledger (to the pool on `on`, or the
+  // backend), held back while a red-zone pass may still read its pad (see
+  // ScanFence). on == 0: the block's own stream.
+  void release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on = 0);
   // Frees what a closed red-zone pass held back; errors are logged.
-  void free_held(const std::vector<DevPtr>& held) noexcept;
+  void free_held(const std::vector<metrale::core::ScanFence::Released>& held) noexcept;
+  // The shared body of free() and free_on(): st == nullptr frees on the
+  // block's own stream.
+  void free_impl(DevPtr ptr, metrale::core::StreamObj* st);
+  [[noreturn, gnu::cold]] void refuse_free(DevPtr ptr);
+  // The alloc and free counters; ledger_.mutex() held (their only writers).
+  void count_alloc_held(size_t bytes) {
+    metrale::core::Counters::bump_held(counters_.allocs);
+    metrale::core::Counters::bump_held(counters_.alloc_bytes, bytes);
+  }
+  void count_free_held(size_t bytes) {
+    metrale::core::Counters::bump_held(counters_.frees);
+    metrale::core::Counters::bump_held(counters_.free_bytes, bytes);
+  }
+  DevPtr alloc_pooled(metrale::core::LedgerEntry entry, metrale::core::StreamObj* st,
+                      const char* file, int line);
+  [[gnu::cold]] std::string oom_message(size_t bytes, const char* file, int line, bool managed,
+                                        bool pooled, const metrale::Error& e);
+  // Captures opened through this context's API and not yet ended: while 0,
+  // the pool's paths skip the driver's capture query (one call per op).
+  bool maybe_capturing(metrale::core::StreamObj* st) {
+    return captures_open_.load(std::memory_order_acquire) != 0 && capturing(st);
+  }
+  void note_capture_closed(metrale::core::StreamObj* st) noexcept;
+  // A pooled block freed while its stream captures: off the ledger at once,
+  // back in the pool (on `on`) when that stream's capture closes.
+  struct DeferredFree {
+    DevPtr ptr;
+    metrale::core::LedgerEntry entry;
+    StreamHandle stream;
+  };
+  void defer_free(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on);
+  void release_deferred(StreamHandle h) noexcept;
+  // Red-zone pad of a new pooled block: stream-ordered on st, or, while st
+  // captures, filled at once and never recorded (rule 3).
+  void fill_pooled_pad(DevPtr pad, size_t bytes, metrale::core::StreamObj* st, bool cap,
+                       bool wait);
   // Starts timing a launch on st: true with *start recorded, false when the
   // timing is dropped (caps of KernelTimer; counted in timings_dropped).
   bool begin_timing(metrale::core::KernelObj* kern, metrale::core::StreamObj* st, size_t* row, EventHandle* start);
@@ -252,7 +305,6 @@ struct metrale_context {
   metrale::core::InternTable strings_;
   metrale::core::Ledger ledger_;
   std::atomic<uint64_t> seq_{0};    // red-zone index: metrale_alloc calls only
-  std::atomic<uint64_t> order_{0};  // creation order of every ledger entry
   std::unique_ptr<metrale::core::BoundsIndex> bounds_;  // checked pointers only
   metrale::core::PinnedRegistry pinned_;
   std::mutex arenas_mutex_;
@@ -272,7 +324,16 @@ struct metrale_context {
   metrale::core::KernelTimer timer_;
   metrale::core::ScanFence scan_fence_;
   metrale::core::PadMirror pad_mirror_;  // red-zone scans' copy of the pad table
+  std::atomic<int> captures_open_{0};
+  std::mutex deferred_mutex_;
+  std::vector<DeferredFree> deferred_;
+  // The caching pool (opts_.pool); destroyed before the streams it orders.
+  std::unique_ptr<metrale::core::pool::BackendChunkSource> chunk_source_;
+  std::unique_ptr<metrale::core::pool::CachingPool> pool_;
   std::atomic<bool> warned_pinned_source_{false};
+  // METRALE_NVTX allows it and a tool listens (mem_annotations_begin): the
+  // pool's chunk source annotates chunks and blocks. Set once at create.
+  bool annotate_memory_ = false;
 };
 
 namespace metrale::core {

@@ -95,6 +95,11 @@ void Ledger::pad_changes(bool whole, PadChanges* out) {
 
 void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
   std::lock_guard<std::mutex> lock(mutex_);
+  record_locked(ptr, entry, file, line);
+}
+
+void Ledger::record_locked(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
+  entry.order = next_order_++;
   entry.site = site_id_locked(file, line);
   count_locked(entry, true);
   if (entry.pad > 0) append_pad_locked(ptr, &entry);
@@ -103,6 +108,10 @@ void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
 
 bool Ledger::take(DevPtr ptr, LedgerEntry* out) {
   std::lock_guard<std::mutex> lock(mutex_);
+  return take_locked(ptr, out);
+}
+
+bool Ledger::take_locked(DevPtr ptr, LedgerEntry* out) {
   auto it = entries_.find(ptr);
   if (it == entries_.end()) return false;
   const LedgerEntry& e = it->second;

@@ -15,9 +15,14 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/pool/node_recycler.hpp"
 #include "metrale_gpu.h"
 
 namespace metrale::core {
+
+namespace pool {
+struct Block;
+}
 
 using DevPtr = uint64_t;
 
@@ -26,10 +31,13 @@ struct LedgerEntry {
   size_t reserved = 0;  // as set aside by the backend (pad and rounding included)
   size_t pad = 0;       // red-zone bytes after the buffer
   uint64_t seq = 0;
-  uint64_t order = 0;   // creation order of all ledger entries (ties of seq)
+  uint64_t order = 0;   // creation order of all ledger entries (ties of seq); set by record
   uint32_t site = 0;
   metrale_alloc_kind_t kind = METRALE_ALLOC_DEVICE;
   uint32_t pad_slot = 0;  // index in the pad table (when pad > 0); the ledger sets it
+  // The caching pool's block behind a pooled allocation (nullptr: a driver
+  // allocation). The ledger is the pool's only table of handed-out blocks.
+  pool::Block* block = nullptr;
 };
 
 // Who a pad belongs to: the address and the seq, unique for the life of the
@@ -64,6 +72,11 @@ class Ledger {
   void record(DevPtr ptr, LedgerEntry entry, const char* file, int line);
   // Removes the entry keyed exactly by ptr; false (nothing changed) if none.
   bool take(DevPtr ptr, LedgerEntry* out);
+  // The same with mutex() held by the caller: the caching pool shares it,
+  // so a pooled allocation and its entry cost one lock.
+  void record_locked(DevPtr ptr, LedgerEntry entry, const char* file, int line);
+  bool take_locked(DevPtr ptr, LedgerEntry* out);
+  std::mutex& mutex() const { return mutex_; }
   // Undoes take(ptr) after the backend refused to free ptr: the entry goes
   // back with its site, seq and totals, and its pad back into the slot it
   // had, so the pad table is as before when nothing happened in between.
@@ -82,6 +95,17 @@ class Ledger {
   std::vector<std::pair<DevPtr, LedgerEntry>> by_seq() const;
   // The entry keyed exactly by ptr; false when it is not live.
   bool lookup(DevPtr ptr, LedgerEntry* out) const;
+  // Runs fn(const LedgerEntry&) on the live entry keyed by ptr with the
+  // ledger locked, so no free can take it meanwhile; false when not live.
+  // fn must not call back into the ledger.
+  template <class F>
+  bool with_entry(DevPtr ptr, F&& fn) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(ptr);
+    if (it == entries_.end()) return false;
+    fn(it->second);
+    return true;
+  }
   // Every live red-zone pad and the allocation it follows, in no order: a
   // flat copy, so a scan costs no walk or sort of the ledger.
   void pads(std::vector<backend::Range>* pads, std::vector<DevPtr>* owners) const;
@@ -139,7 +163,10 @@ class Ledger {
 
   mutable std::mutex mutex_;
   SiteCacheSlot site_cache_[kSiteCacheSlots];
-  std::unordered_map<DevPtr, LedgerEntry> entries_;
+  // Nodes recycled: no malloc per allocation on the pool's fast path.
+  std::unordered_map<DevPtr, LedgerEntry, std::hash<DevPtr>, std::equal_to<DevPtr>,
+                     pool::NodeRecycler<std::pair<const DevPtr, LedgerEntry>>>
+      entries_;
   // The pad table, dense: a freed slot takes the last one's place.
   std::vector<backend::Range> pads_;
   std::vector<PadOwner> pad_owners_;  // beside pads_: owner and its seq
@@ -152,6 +179,7 @@ class Ledger {
   bool pad_all_dirty_ = true;
   std::deque<Site> sites_;  // deque: a Site's file string never moves
   std::unordered_map<SiteKey, uint32_t, SiteKeyHash> site_ids_;
+  uint64_t next_order_ = 0;  // LedgerEntry::order of the next record
   size_t live_bytes_ = 0;
   size_t slack_bytes_ = 0;
 };

@@ -91,8 +91,10 @@ size_t metrale_context::sweep() {
     Tally& t = by_site[taken.site];
     t.count += 1;
     t.bytes += taken.bytes;
-    metrale::core::Counters::bump(counters_.frees);
-    metrale::core::Counters::bump(counters_.free_bytes, taken.bytes);
+    {
+      std::lock_guard<std::mutex> lock(ledger_.mutex());
+      count_free_held(taken.bytes);
+    }
     // On a lost context the free may fail too; the entry is gone either way.
     try {
       release_memory(ptr, taken);

@@ -1,5 +1,6 @@
 // alloc / free on the ledger, arenas, and pinned host memory.
 #include <limits>
+#include <string>
 
 #include "core/context.hpp"
 #include "core/format.hpp"
@@ -17,10 +18,13 @@ constexpr size_t kLargeAlloc = 32ull * 1024 * 1024;
 }  // namespace
 
 metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, int line,
-                                               metrale_alloc_kind_t kind) {
+                                               metrale_alloc_kind_t kind, metrale_stream* s,
+                                               bool wait_for_fill) {
   fault_.check();
   if (file == nullptr) file = "<unknown>";
+  metrale::core::StreamObj* st = stream_of(s);  // refused before a seq is used
   const bool managed = kind == METRALE_ALLOC_MANAGED;
+  const bool pooled = pool_ != nullptr && !managed;
   // The seed's ALLOC_SEQ: every metrale_alloc call takes the next index
   // (taken before the backend call, as the seed does), and red zones and
   // METRALE_REDZONE_MIN_IDX count in it. Managed memory never has a pad and
@@ -36,65 +40,67 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
                                           metrale::core::site_text(file, line) +
                                           ", more than the address space holds");
   }
+  metrale::core::LedgerEntry entry;
+  entry.bytes = bytes;
+  entry.pad = pad;
+  entry.seq = seq;
+  entry.kind = kind;
+  const bool cap = pooled && maybe_capturing(st);
+  if (pooled && pad == 0 && !bounds_ && !cap) return alloc_pooled(entry, st, file, line);
   size_t reserved = 0;
   DevPtr ptr = 0;
+  metrale::core::pool::Block* block = nullptr;
   try {
-    ptr = device([&] {
-      return managed ? backend_->mem_alloc_managed(bytes, &reserved)
-                     : backend_->mem_alloc(bytes + pad, &reserved);
-    });
+    if (pooled) {
+      block = device([&] { return pool_->allocate(bytes + pad, st->handle, cap); });
+      ptr = block->ptr;
+      reserved = block->size;
+      // Pad included: the library's own fill and scan kernels touch it.
+      chunk_source_->block_handed_out(ptr, bytes + pad);
+    } else {
+      ptr = device([&] {
+        return managed ? backend_->mem_alloc_managed(bytes, &reserved)
+                       : backend_->mem_alloc(bytes + pad, &reserved);
+      });
+    }
   } catch (const Error& e) {
     if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
-    size_t free_b = 0, total = 0;
-    try {
-      backend_->mem_info(&free_b, &total);
-    } catch (...) {
-      // The message goes out with zeros rather than not at all.
-    }
-    std::string msg = "out of " + std::string(managed ? "managed" : "device") + " memory: asked " +
-                      std::to_string(bytes) + " bytes (" + human_bytes(bytes) + ") at " +
-                      metrale::core::site_text(file, line) + "; device free " + human_bytes(free_b) +
-                      " of " + metrale::core::gib(total);
-    auto sites = ledger_.sites_by_bytes();
-    if (!sites.empty()) {
-      msg += "; most held by: ";
-      for (size_t i = 0; i < sites.size() && i < 3; ++i) {
-        if (i > 0) msg += ", ";
-        msg += metrale::core::site_text(sites[i].file, sites[i].line) + " (" +
-               human_bytes(sites[i].bytes) + " in " + metrale::core::plural(sites[i].count, "allocation") +
-               ")";
-      }
-    }
-    msg += "; driver: " + std::string(e.what());
-    throw Error(METRALE_ERROR_OUT_OF_MEMORY, msg, e.driver_code());
+    throw Error(METRALE_ERROR_OUT_OF_MEMORY, oom_message(bytes, file, line, managed, pooled, e),
+                e.driver_code());
   }
   if (reserved < bytes + pad) reserved = bytes + pad;  // a backend that reports less
   if (pad > 0) {
-    metrale::backend::Range zone{ptr + bytes, pad};
     try {
-      device([&] { backend_->pattern_fill(&zone, 1, METRALE_REDZONE_PATTERN); });
+      if (pooled) {
+        fill_pooled_pad(ptr + bytes, pad, st, cap, wait_for_fill);
+      } else {
+        metrale::backend::Range zone{ptr + bytes, pad};
+        device([&] { backend_->pattern_fill(&zone, 1, METRALE_REDZONE_PATTERN); });
+      }
     } catch (...) {
       try {
-        backend_->mem_free(ptr);
+        if (block != nullptr) {
+          chunk_source_->block_returned(ptr);
+          pool_->free(block);
+        } else {
+          backend_->mem_free(ptr);
+        }
       } catch (...) {
         // The fill's error is the one the caller needs.
       }
       throw;
     }
   }
-  metrale::core::LedgerEntry entry;
-  entry.bytes = bytes;
   entry.reserved = reserved;
-  entry.pad = pad;
-  entry.seq = seq;
-  entry.order = order_.fetch_add(1, std::memory_order_relaxed);
-  entry.kind = kind;
+  entry.block = block;
   // Bounds first: once on the ledger a concurrent sweep may take the entry,
   // and its bounds removal must find something to remove.
   if (bounds_) bounds_->add(ptr, {bytes, file, line});
-  ledger_.record(ptr, entry, file, line);
-  metrale::core::Counters::bump(counters_.allocs);
-  metrale::core::Counters::bump(counters_.alloc_bytes, bytes);
+  {
+    std::lock_guard<std::mutex> lock(ledger_.mutex());
+    ledger_.record_locked(ptr, entry, file, line);
+    count_alloc_held(bytes);
+  }
   if (bytes >= kLargeAlloc) {
     metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(bytes), file, line,
                                hex(ptr));
@@ -102,56 +108,230 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
   return ptr;
 }
 
-void metrale_context::free(DevPtr ptr) {
+// The common pooled case (no pad, no checked pointers, no capture): the
+// block and its ledger entry under one lock, the pool's and the ledger's.
+metrale_context::DevPtr metrale_context::alloc_pooled(metrale::core::LedgerEntry entry,
+                                                      metrale::core::StreamObj* st,
+                                                      const char* file, int line) {
+  DevPtr ptr = 0;
+  try {
+    device([&] {
+      std::lock_guard<std::mutex> lock(ledger_.mutex());
+      metrale::core::pool::Block* b = pool_->allocate_held(entry.bytes, st->handle);
+      entry.reserved = b->size;
+      entry.block = b;
+      chunk_source_->block_handed_out(b->ptr, entry.bytes);
+      ledger_.record_locked(b->ptr, entry, file, line);
+      count_alloc_held(entry.bytes);
+      ptr = b->ptr;
+    });
+  } catch (const Error& e) {
+    if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
+    throw Error(METRALE_ERROR_OUT_OF_MEMORY,
+                oom_message(entry.bytes, file, line, false, true, e), e.driver_code());
+  }
+  if (entry.bytes >= kLargeAlloc) {
+    metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(entry.bytes), file,
+                               line, hex(ptr));
+  }
+  return ptr;
+}
+
+std::string metrale_context::oom_message(size_t bytes, const char* file, int line, bool managed,
+                                         bool pooled, const Error& e) {
+  size_t free_b = 0, total = 0;
+  try {
+    backend_->mem_info(&free_b, &total);
+  } catch (...) {
+    // The message goes out with zeros rather than not at all.
+  }
+  std::string msg = "out of " + std::string(managed ? "managed" : "device") + " memory: asked " +
+                    std::to_string(bytes) + " bytes (" + human_bytes(bytes) + ") at " +
+                    metrale::core::site_text(file, line) + "; device free " + human_bytes(free_b) +
+                    " of " + metrale::core::gib(total);
+  auto sites = ledger_.sites_by_bytes();
+  if (!sites.empty()) {
+    msg += "; most held by: ";
+    for (size_t i = 0; i < sites.size() && i < 3; ++i) {
+      if (i > 0) msg += ", ";
+      msg += metrale::core::site_text(sites[i].file, sites[i].line) + " (" +
+             human_bytes(sites[i].bytes) + " in " +
+             metrale::core::plural(sites[i].count, "allocation") + ")";
+    }
+  }
+  // The pool's own message names its cached and in-use bytes.
+  msg += pooled ? "; " + std::string(e.what()) : "; driver: " + std::string(e.what());
+  return msg;
+}
+
+void metrale_context::fill_pooled_pad(DevPtr pad, size_t bytes, metrale::core::StreamObj* st,
+                                      bool cap, bool wait) {
+  if (cap) {
+    // Known-complete memory (see CachingPool::allocate): filled now, on the
+    // red-zone stream, never recorded into the capture.
+    metrale::backend::Range zone{pad, bytes};
+    device([&] { backend_->pattern_fill(&zone, 1, METRALE_REDZONE_PATTERN); });
+    return;
+  }
+  // On the block's stream: after the work of its previous owner there, and
+  // before anything the new owner puts there.
+  device([&] { backend_->memset_async(pad, METRALE_REDZONE_PATTERN, bytes, st->handle); });
+  // metrale_alloc's memory may be used on any stream at once: the fill must
+  // have finished. (Inside work of st itself the fill ran nested, at once.)
+  if (wait && !backend_->in_stream_work(st->handle)) {
+    device([&] { backend_->stream_synchronize(st->handle); });
+  }
+}
+
+void metrale_context::free(DevPtr ptr) { free_impl(ptr, nullptr); }
+
+void metrale_context::refuse_free(DevPtr ptr) {
+  metrale::core::LedgerEntry e;
+  DevPtr base = 0;
+  if (ledger_.find_containing(ptr, &base, &e)) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         hex(ptr) + " is inside the allocation " + hex(base) + " (" + std::to_string(e.bytes) +
+             " bytes) from " +
+             metrale::core::site_text(ledger_.site_file(e.site), ledger_.site_line(e.site)) +
+             "; free that pointer");
+  }
+  fail(METRALE_ERROR_NOT_FOUND, hex(ptr) + " is not a live allocation of this context "
+                                           "(never allocated here, or already freed)");
+}
+
+void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st) {
   fault_.check();
   if (ptr == 0) return;
   metrale::core::LedgerEntry e;
-  // Off the ledger first: of two threads freeing ptr at once exactly one
-  // takes it, and only that one calls the backend (never a double free).
-  if (!ledger_.take(ptr, &e)) {
-    DevPtr base = 0;
-    if (ledger_.find_containing(ptr, &base, &e)) {
-      fail(METRALE_ERROR_INVALID_ARGUMENT,
-           hex(ptr) + " is inside the allocation " + hex(base) + " (" + std::to_string(e.bytes) +
-               " bytes) from " +
-               metrale::core::site_text(ledger_.site_file(e.site), ledger_.site_line(e.site)) +
-               "; free that pointer");
+  if (pool_ && !bounds_ && captures_open_.load(std::memory_order_acquire) == 0) {
+    // The common pooled case: the entry leaves and the block goes back to
+    // the pool under one lock. Anything else (a pad, streams marked with
+    // record_stream, a driver allocation) continues below, entry taken.
+    bool taken = false, done = false;
+    {
+      std::lock_guard<std::mutex> lock(ledger_.mutex());
+      taken = ledger_.take_locked(ptr, &e);
+      if (taken && e.block != nullptr && e.pad == 0 && e.block->uses.empty()) {
+        chunk_source_->block_returned(ptr);
+        pool_->free_held(e.block, st != nullptr ? st->handle : e.block->stream);
+        count_free_held(e.bytes);
+        done = true;
+      }
     }
-    fail(METRALE_ERROR_NOT_FOUND, hex(ptr) + " is not a live allocation of this context "
-                                             "(never allocated here, or already freed)");
+    if (!taken) refuse_free(ptr);
+    if (done) return;
+  } else if (!ledger_.take(ptr, &e)) {
+    // Off the ledger first: of two threads freeing ptr at once exactly one
+    // takes it, and only that one calls the backend (never a double free).
+    refuse_free(ptr);
   }
   metrale::core::Region region{};
   const bool bounded = bounds_ && bounds_->take(ptr, &region);
   try {
-    release_memory(ptr, e);
+    StreamHandle on = 0;
+    if (e.block != nullptr) {
+      on = st != nullptr ? st->handle : 0;
+      // A pooled block freed on a capturing stream would be reused while the
+      // graph, which may use it at every replay, is still to run.
+      const bool cap = captures_open_.load(std::memory_order_acquire) != 0 &&
+                       device([&] {
+                         return backend_->stream_is_capturing(
+                             on != 0 ? on : pool_->block_stream(e.block));
+                       });
+      if (cap) {
+        // Handed out again only once the capture has closed (rule 9).
+        defer_free(ptr, e, on != 0 ? on : pool_->block_stream(e.block));
+        on = StreamHandle{~0ull};
+      }
+    }
+    if (on != StreamHandle{~0ull}) release_memory(ptr, e, on);
   } catch (...) {
-    // The driver still holds the memory, so no other allocation can have
-    // its address: put the entry, its pad and its bounds back as they were.
-    // Counters move only on success.
+    // Nothing was freed (the driver or the pool still holds the memory, so
+    // no other allocation can have its address): put the entry, its pad and
+    // its bounds back as they were. Counters move only on success.
     ledger_.restore(ptr, e);
     if (bounded) bounds_->add(ptr, region);
     throw;
   }
-  metrale::core::Counters::bump(counters_.frees);
-  metrale::core::Counters::bump(counters_.free_bytes, e.bytes);
+  std::lock_guard<std::mutex> lock(ledger_.mutex());
+  count_free_held(e.bytes);
 }
 
-void metrale_context::release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e) {
+void metrale_context::release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                                     StreamHandle on) {
   // Only pads are read by a red-zone pass; a padless block goes back now.
-  if (e.pad > 0 && scan_fence_.hold(ptr)) return;
+  if (e.pad > 0) {
+    if (e.block != nullptr && on != 0) pool_->set_stream(e.block, on);  // freed on `on` later
+    if (scan_fence_.hold(ptr, e.block)) return;
+  }
+  if (e.block != nullptr) {
+    // Before the pool has it: after, another thread may hand it out again.
+    chunk_source_->block_returned(ptr);
+    try {
+      device([&] {
+        if (on != 0) {
+          pool_->free_on(e.block, on);
+        } else {
+          pool_->free(e.block);
+        }
+      });
+    } catch (...) {
+      chunk_source_->block_handed_out(ptr, e.bytes + e.pad);  // still the caller's
+      throw;
+    }
+    return;
+  }
   device([&] { backend_->mem_free(ptr); });
 }
 
-void metrale_context::free_held(const std::vector<DevPtr>& held) noexcept {
-  for (DevPtr ptr : held) {
+void metrale_context::defer_free(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                                 StreamHandle on) {
+  std::lock_guard<std::mutex> lock(deferred_mutex_);
+  deferred_.push_back(DeferredFree{ptr, e, on});
+}
+
+void metrale_context::release_deferred(StreamHandle h) noexcept {
+  std::vector<DeferredFree> mine;
+  {
+    std::lock_guard<std::mutex> lock(deferred_mutex_);
+    for (size_t i = 0; i < deferred_.size();) {
+      if (deferred_[i].stream == h) {
+        mine.push_back(deferred_[i]);
+        deferred_[i] = deferred_.back();
+        deferred_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  for (const DeferredFree& d : mine) {
     try {
-      device([&] { backend_->mem_free(ptr); });
+      release_memory(d.ptr, d.entry, d.stream);
     } catch (const std::exception& ex) {
-      // The entry left the ledger at the free; a lost context fails here too.
-      metrale::core::log().debug("freeing {} held back for a red-zone pass failed: {}", hex(ptr),
+      metrale::core::log().debug("freeing {} after its capture closed failed: {}", hex(d.ptr),
                                  ex.what());
     } catch (...) {
-      metrale::core::log().debug("freeing {} held back for a red-zone pass failed", hex(ptr));
+      metrale::core::log().debug("freeing {} after its capture closed failed", hex(d.ptr));
+    }
+  }
+}
+
+void metrale_context::free_held(
+    const std::vector<metrale::core::ScanFence::Released>& held) noexcept {
+  for (const auto& h : held) {
+    try {
+      if (h.block != nullptr) {
+        chunk_source_->block_returned(h.ptr);
+        pool_->free(static_cast<metrale::core::pool::Block*>(h.block));
+      } else {
+        device([&] { backend_->mem_free(h.ptr); });
+      }
+    } catch (const std::exception& ex) {
+      // The entry left the ledger at the free; a lost context fails here too.
+      metrale::core::log().debug("freeing {} held back for a red-zone pass failed: {}",
+                                 hex(h.ptr), ex.what());
+    } catch (...) {
+      metrale::core::log().debug("freeing {} held back for a red-zone pass failed", hex(h.ptr));
     }
   }
 }

@@ -107,7 +107,9 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
 
   std::vector<metrale_redzone_violation_t> found;
   {
-    auto release = [this](const std::vector<DevPtr>& held) { free_held(held); };
+    auto release = [this](const std::vector<metrale::core::ScanFence::Released>& held) {
+      free_held(held);
+    };
     metrale::core::ScanPass<decltype(release)> pass(scan_fence_, release);
     const std::vector<DirtyPad> dirty = find_dirty_pads();
 
@@ -182,7 +184,9 @@ void metrale_context::redzone_poison(uint64_t lo, uint64_t hi) {
   fault_.check();
   // A pass, as in the scan: a pad freed after the snapshot is still ours to
   // write, never a new allocation's bytes at the same address.
-  auto release = [this](const std::vector<DevPtr>& held) { free_held(held); };
+  auto release = [this](const std::vector<metrale::core::ScanFence::Released>& held) {
+    free_held(held);
+  };
   metrale::core::ScanPass<decltype(release)> pass(scan_fence_, release);
   std::vector<Range> zones = ledger_.pads_with_seq(lo, hi);
   if (zones.empty()) return;

@@ -21,21 +21,27 @@ namespace metrale::core {
 class ScanFence {
  public:
   using DevPtr = uint64_t;
+  // What a free held back: the address and, for a pooled block, the block
+  // (nullptr: a driver allocation).
+  struct Released {
+    DevPtr ptr;
+    void* block;
+  };
 
   // Opens a pass; call it before taking the pad snapshot. Returns its id.
   uint64_t enter();
-  // Closes pass `id`; returns the held pointers no open pass can still see,
-  // which the caller now frees with the backend.
-  std::vector<DevPtr> leave(uint64_t id);
+  // Closes pass `id`; returns the held blocks no open pass can still see,
+  // which the caller now frees (backend or pool).
+  std::vector<Released> leave(uint64_t id);
   // Called by a free after the ledger entry is gone: true when a pass is
-  // open, and then ptr is held (the caller must not free it now).
-  bool hold(DevPtr ptr);
-  // Every held pointer, for context teardown.
-  std::vector<DevPtr> drain();
+  // open, and then the block is held (the caller must not free it now).
+  bool hold(DevPtr ptr, void* block);
+  // Every held block, for context teardown.
+  std::vector<Released> drain();
 
  private:
   struct Held {
-    DevPtr ptr;
+    Released what;
     uint64_t first_unseen;  // passes with an id below this were open at the free
   };
   std::mutex mutex_;

@@ -3,6 +3,7 @@
 // the value for good (its serial is never issued again): a second destroy,
 // or any later use, is INVALID_ARGUMENT and touches no other object.
 #include "core/context.hpp"
+#include "core/log.hpp"
 
 using metrale::Error;
 using metrale::fail;
@@ -57,6 +58,16 @@ void metrale_context::stream_destroy(metrale_stream* s) {
   StreamHandle h = 0;
   if (!streams_.erase(value_of(s), [&](StreamObj& st) { h = st.handle; })) {
     refuse_handle("stream", s);  // another thread destroyed it first
+  }
+  // The pool forgets the stream (the backend may reuse its handle value):
+  // its cached blocks and the blocks ordered on it go to the default stream.
+  if (pool_) {
+    release_deferred(h);
+    try {
+      pool_->retire_stream(h, default_stream_->handle);
+    } catch (const std::exception& ex) {
+      metrale::core::log().debug("pool: retiring stream failed: {}", ex.what());
+    }
   }
   // A lost context still gives the handle back: destroy is a release, not work.
   try {
@@ -177,12 +188,37 @@ void metrale_context::graph_begin_capture(metrale_stream* s) {
   fault_.check();
   StreamObj* st = stream_of(s);
   device([&] { backend_->capture_begin(st->handle); });
+  captures_open_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+// Counted down once the stream has left capture mode, whatever the end or
+// abort answered (an ended-with-error capture is over too).
+void metrale_context::note_capture_closed(StreamObj* st) noexcept {
+  bool still = true;
+  try {
+    still = backend_->stream_is_capturing(st->handle);
+  } catch (...) {
+    still = false;  // a lost context captures nothing
+  }
+  if (!still) {
+    int open = captures_open_.load(std::memory_order_acquire);
+    while (open > 0 && !captures_open_.compare_exchange_weak(open, open - 1)) {
+    }
+    release_deferred(st->handle);
+  }
 }
 
 metrale_graph* metrale_context::graph_end_capture(metrale_stream* s) {
   fault_.check();
   StreamObj* st = stream_of(s);
-  metrale::backend::GraphHandle h = device([&] { return backend_->capture_end(st->handle); });
+  metrale::backend::GraphHandle h = 0;
+  try {
+    h = device([&] { return backend_->capture_end(st->handle); });
+  } catch (...) {
+    note_capture_closed(st);
+    throw;
+  }
+  note_capture_closed(st);
   uint64_t v = publish(
       [&] {
         return graphs_.insert([&](GraphObj& g) {
@@ -197,7 +233,13 @@ metrale_graph* metrale_context::graph_end_capture(metrale_stream* s) {
 void metrale_context::graph_abort_capture(metrale_stream* s) {
   fault_.check();
   StreamObj* st = stream_of(s);
-  device([&] { backend_->capture_abort(st->handle); });
+  try {
+    device([&] { backend_->capture_abort(st->handle); });
+  } catch (...) {
+    note_capture_closed(st);
+    throw;
+  }
+  note_capture_closed(st);
 }
 
 void metrale_context::graph_launch(metrale_graph* g, metrale_stream* s) {

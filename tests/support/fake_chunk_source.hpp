@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <mutex>
 #include <vector>
 
@@ -76,6 +77,11 @@ class FakeChunkSource final : public metrale::core::pool::ChunkSource {
     ++waits;
   }
 
+  bool stream_capturing(StreamId s) override {
+    std::lock_guard<std::mutex> l(mu);
+    return capturing.count(s) != 0;
+  }
+
   // The test's side: the work before every recorded event has finished.
   void complete_all() {
     std::lock_guard<std::mutex> l(mu);
@@ -104,6 +110,7 @@ class FakeChunkSource final : public metrale::core::pool::ChunkSource {
   EventId last_event = 0;
   std::map<EventId, Event> events;
   std::map<DevPtr, size_t> live;
+  std::set<StreamId> capturing;  // streams the test says capture
   std::vector<size_t> freed_sizes;
 };
 

@@ -55,6 +55,14 @@ int mt_is_host(metrale_context_t* ctx) {
   return metrale_context_backend(ctx) == METRALE_BACKEND_HOST;
 }
 
+int mt_pool_on(metrale_context_t* ctx) {
+  metrale_pool_stats_t st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  if (metrale_pool_stats(ctx, &st) != METRALE_OK) fail();
+  return st.enabled;
+}
+
 void mt_require_host(metrale_context_t* ctx) {
   if (!mt_is_host(ctx)) {
     print_message("skip: this case reads device pointers as host addresses (host backend only)\n");

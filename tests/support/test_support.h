@@ -45,6 +45,8 @@ metrale_kernel_t* mt_kernel(metrale_context_t* ctx, const char* func);
 /* Skips the running case unless ctx runs on the host backend. */
 void mt_require_host(metrale_context_t* ctx);
 int mt_is_host(metrale_context_t* ctx);
+/* 1 when metrale_alloc serves from the caching pool (metrale_pool_stats). */
+int mt_pool_on(metrale_context_t* ctx);
 
 /* Launch shorthands for the test kernels (one block of up to 256 threads
  * per 256 elements). Return the launch status. */

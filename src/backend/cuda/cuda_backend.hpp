@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_errors.hpp"
 #include "backend/cuda/cuda_snapshots.hpp"
 #include "backend/cuda/driver_api.hpp"
+#include "backend/cuda/nvtx_memory.hpp"
 
 namespace metrale::backend::cuda_impl {
 
@@ -88,6 +89,21 @@ class CudaBackend final : public Backend {
               void** params) override;
   void launch_packed(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
                      StreamHandle s, const void* args, size_t args_bytes) override;
+
+  // NVTX memory annotations (nvtx_memory.hpp): on only under a tool.
+  bool mem_annotations_begin(Annotations mode) override {
+    if (mode == Annotations::OFF) return false;
+    try {
+      make_current();  // compute-sanitizer wants CUDA up before NVTX
+    } catch (const Error&) {
+      return false;
+    }
+    return nvtx_.begin(mode == Annotations::ON);
+  }
+  void mem_annotate_chunk(DevPtr ptr, size_t bytes) noexcept override { nvtx_.chunk(ptr, bytes); }
+  void mem_annotate_chunk_release(DevPtr ptr) noexcept override { nvtx_.chunk_release(ptr); }
+  void mem_annotate_block(DevPtr ptr, size_t bytes) noexcept override { nvtx_.block(ptr, bytes); }
+  void mem_annotate_block_release(DevPtr ptr) noexcept override { nvtx_.block_release(ptr); }
 
   std::string probe_fault() override;
   bool may_hide_fault(const Error& e) const override;
@@ -171,6 +187,8 @@ class CudaBackend final : public Backend {
   size_t table_patches_capacity_ = 0;
   unsigned char* table_staging_ = nullptr;
   size_t table_staging_bytes_ = 0;
+
+  NvtxMemory nvtx_;
 };
 
 }  // namespace metrale::backend::cuda_impl

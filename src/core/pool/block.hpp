@@ -19,6 +19,7 @@ enum class BlockState : uint8_t {
   ALLOCATED,  // handed out
   FREE,       // in its stream's free index
   PENDING,    // freed, waiting for the events of the other streams that used it
+  BINNED,     // freed, in its stream's reuse bins (reuse_bins.hpp): not coalesced
 };
 
 struct Block {
@@ -29,6 +30,7 @@ struct Block {
   Chunk* chunk = nullptr;
   Block* prev = nullptr;  // address neighbours inside the chunk
   Block* next = nullptr;
+  Block* bin_next = nullptr;  // BINNED only: the next block of the same bin
   // The owner stream's free count when it was freed: the block is safe for
   // another stream once an event covering this count has completed. 0: the
   // memory was never used (fresh from a chunk) or is known complete.

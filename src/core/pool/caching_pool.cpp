@@ -8,7 +8,8 @@
 
 namespace metrale::core::pool {
 
-CachingPool::CachingPool(ChunkSource& source) : src_(source) {}
+CachingPool::CachingPool(ChunkSource& source, std::mutex* shared_lock)
+    : src_(source), mu_(shared_lock != nullptr ? *shared_lock : own_mu_) {}
 
 CachingPool::~CachingPool() {
   try {
@@ -71,11 +72,12 @@ Block* CachingPool::take_from_other_streams(size_t size, bool small, StreamId st
   for (auto& kv : streams_) {
     if (kv.first == stream) continue;
     StreamState& s = *kv.second;
+    flush_bins(s);
     FreeIndex& idx = s.index(small);
     if (!idx.has_fit(size)) continue;
     Block* c = idx.best_fit(size, s.ready_epoch(src_));
     if (c == nullptr) {
-      s.cover_frees(src_);  // so that a later look may find them ready
+      cover_if_not_capturing(s);  // so that a later look may find them ready
       continue;
     }
     if (best == nullptr || c->size < best->size) {
@@ -85,6 +87,14 @@ Block* CachingPool::take_from_other_streams(size_t size, bool small, StreamId st
   }
   if (best != nullptr) (*owner)->index(small).erase(best);
   return best;
+}
+
+void CachingPool::flush_bins(StreamState& s) {
+  s.bins().drain([&](Block* b) { insert_free(b, s); });
+}
+
+void CachingPool::cover_if_not_capturing(StreamState& s) {
+  if (!src_.stream_capturing(s.id())) s.cover_frees(src_);
 }
 
 Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream) {
@@ -141,8 +151,12 @@ Block* CachingPool::split(Block* b, size_t size, StreamState& owner) {
   return b;
 }
 
-DevPtr CachingPool::allocate(size_t bytes, StreamId stream) {
+Block* CachingPool::allocate(size_t bytes, StreamId stream, bool capturing) {
   std::lock_guard<std::mutex> lock(mu_);
+  return allocate_held(bytes, stream, capturing);
+}
+
+Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing) {
   if (bytes > kMaxRequest) {
     fail(METRALE_ERROR_OUT_OF_MEMORY,
          "pool: a request of " + std::to_string(bytes) + " bytes can never be served");
@@ -152,7 +166,20 @@ DevPtr CachingPool::allocate(size_t bytes, StreamId stream) {
   if (!pending_.empty()) promote_pending(false);
   StreamState& mine = state_for(stream);
   StreamState* owner = &mine;
-  Block* b = mine.index(small).best_fit(size, UINT64_MAX);
+  // The fast path: a block of exactly this size this stream freed lately.
+  if (!capturing) {
+    if (Block* hit = mine.bins().take(size)) return hand_out(hit, bytes, stream);
+  } else {
+    flush_bins(mine);
+  }
+  // Capturing: the graph's replays may run after work that is later on the
+  // stream's eager timeline than these frees, so only completed ones count.
+  const uint64_t own_ready = capturing ? mine.ready_epoch(src_) : UINT64_MAX;
+  Block* b = mine.index(small).best_fit(size, own_ready);
+  if (b == nullptr && !mine.bins().empty()) {
+    flush_bins(mine);  // coalesced, other sizes may serve this one
+    b = mine.index(small).best_fit(size, own_ready);
+  }
   if (b != nullptr) {
     mine.index(small).erase(b);
   } else {
@@ -162,18 +189,21 @@ DevPtr CachingPool::allocate(size_t bytes, StreamId stream) {
       owner = &mine;
     }
   }
-  // Nothing below throws except allocation failures of the index and map.
+  // Nothing below throws except allocation failures of the index.
   split(b, size, *owner);
+  return hand_out(b, bytes, stream);
+}
+
+Block* CachingPool::hand_out(Block* b, size_t bytes, StreamId stream) {
   b->state = BlockState::ALLOCATED;
   b->stream = stream;
   b->requested = bytes;
   b->epoch = 0;
-  allocated_.emplace(b->ptr, b);
   st_.in_use += b->size;
   st_.requested += bytes;
   ++st_.blocks_in_use;
   if (st_.in_use > st_.peak_in_use) st_.peak_in_use = st_.in_use;
-  return b->ptr;
+  return b;
 }
 
 void CachingPool::insert_free(Block* b, StreamState& owner) {
@@ -205,23 +235,26 @@ void CachingPool::insert_free(Block* b, StreamState& owner) {
   idx.insert(b);
 }
 
-bool CachingPool::free(DevPtr ptr) {
+void CachingPool::free(Block* b) {
   std::lock_guard<std::mutex> lock(mu_);
-  return free_locked(ptr, nullptr);
+  free_locked(b, b->stream);
 }
 
-bool CachingPool::free_on(DevPtr ptr, StreamId stream) {
+void CachingPool::free_on(Block* b, StreamId stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  return free_locked(ptr, &stream);
+  free_locked(b, stream);
 }
 
-bool CachingPool::free_locked(DevPtr ptr, const StreamId* on) {
-  auto it = allocated_.find(ptr);
-  if (it == allocated_.end()) return false;
-  Block* b = it->second;
-  const StreamId stream = on != nullptr ? *on : b->stream;
-  StreamState& owner = state_for(stream);
+void CachingPool::free_locked(Block* b, StreamId stream) {
   b->uses.erase(std::remove(b->uses.begin(), b->uses.end(), stream), b->uses.end());
+  for (StreamId u : b->uses) {
+    if (src_.stream_capturing(u)) {
+      fail(METRALE_ERROR_CAPTURE,
+           "the block was marked as used on a stream that is capturing a graph "
+           "(metrale_record_stream): its free would record an event into that graph; free it "
+           "after the capture ends");
+    }
+  }
   // Events first: a failing record leaves the block handed out, as before.
   std::vector<EventId> events;
   try {
@@ -240,7 +273,7 @@ bool CachingPool::free_locked(DevPtr ptr, const StreamId* on) {
     spare_events_.insert(spare_events_.end(), events.begin(), events.end());
     throw;
   }
-  allocated_.erase(it);
+  StreamState& owner = state_for(stream);
   st_.in_use -= b->size;
   st_.requested -= b->requested;
   --st_.blocks_in_use;
@@ -249,14 +282,13 @@ bool CachingPool::free_locked(DevPtr ptr, const StreamId* on) {
   b->epoch = owner.next_epoch();
   b->stream = stream;
   if (events.empty()) {
-    insert_free(b, owner);
+    if (!owner.bins().put(b)) insert_free(b, owner);
   } else {
     b->state = BlockState::PENDING;
     b->pending_events = std::move(events);
     pending_.push_back(b);
     ++st_.blocks_pending;
   }
-  return true;
 }
 
 void CachingPool::promote_pending(bool wait) {
@@ -285,16 +317,16 @@ void CachingPool::promote_pending(bool wait) {
   }
 }
 
-bool CachingPool::record_stream(DevPtr ptr, StreamId stream) {
+void CachingPool::record_stream(Block* b, StreamId stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = allocated_.find(ptr);
-  if (it == allocated_.end()) return false;
-  Block* b = it->second;
+  record_stream_held(b, stream);
+}
+
+void CachingPool::record_stream_held(Block* b, StreamId stream) {
   if (stream != b->stream &&
       std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
     b->uses.push_back(stream);
   }
-  return true;
 }
 
 }  // namespace metrale::core::pool

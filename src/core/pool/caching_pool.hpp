@@ -33,7 +33,6 @@
 
 #include "core/pool/block.hpp"
 #include "core/pool/chunk_source.hpp"
-#include "core/pool/node_recycler.hpp"
 #include "core/pool/pool_stats.hpp"
 #include "core/pool/stream_state.hpp"
 
@@ -41,40 +40,65 @@ namespace metrale::core::pool {
 
 class CachingPool {
  public:
-  explicit CachingPool(ChunkSource& source);
+  // shared_lock: a mutex the caller also uses for its own bookkeeping (the
+  // context passes its ledger's), so that one lock covers a pooled
+  // allocation and its ledger entry (allocate_held); nullptr: its own.
+  explicit CachingPool(ChunkSource& source, std::mutex* shared_lock = nullptr);
   // Waits for the streams' events and gives every chunk back, blocks still
   // handed out included (reporting them is the ledger's job).
   ~CachingPool();
   CachingPool(const CachingPool&) = delete;
   CachingPool& operator=(const CachingPool&) = delete;
 
-  // A block of at least `bytes` (rounded to 512) usable on `stream`.
+  // A block of at least `bytes` (rounded to 512) usable on `stream`. The
+  // caller keeps the Block* (the ledger entry holds it: the pool has no map
+  // of its own) and gives it back with free / free_on; b->ptr is the memory.
+  // capturing: `stream` is capturing a graph, so its own earlier frees are
+  // not ordered before the graph's replays: only blocks whose last use is
+  // known complete (or fresh memory) are handed out, and no event is
+  // recorded on it.
   // OUT_OF_MEMORY (metrale::Error) when the source has no chunk for it even
   // after the cache was released; the message names the pool's cached and
   // in-use bytes. Nothing is handed out then, but the cache released before
   // the retry stays released (reserved and chunk_frees show it), the one
   // visible trace of a failed call. Other source errors propagate with
   // nothing changed.
-  DevPtr allocate(size_t bytes, StreamId stream);
-  // Frees a block on the stream it was allocated on. False (nothing done)
-  // when ptr is not a block this pool handed out.
-  bool free(DevPtr ptr);
+  Block* allocate(size_t bytes, StreamId stream, bool capturing = false);
+  // allocate / free / free_on / record_stream with lock() already held by
+  // the caller.
+  Block* allocate_held(size_t bytes, StreamId stream, bool capturing = false);
+  void free_held(Block* b, StreamId stream) { free_locked(b, stream); }
+  void record_stream_held(Block* b, StreamId stream);
+  std::mutex& lock() const { return mu_; }
+  // Frees a handed-out block on the stream it was allocated on.
+  void free(Block* b);
   // Frees a block on `stream`: the caller has ordered every use of the
   // block before this point of `stream` (as with cuMemFreeAsync), except
   // uses on streams marked with record_stream, which get an event each.
-  bool free_on(DevPtr ptr, StreamId stream);
+  // CAPTURE (nothing changed) when one of those streams is capturing: its
+  // event would be recorded into the graph. A failing event record leaves
+  // the block handed out, as before.
+  void free_on(Block* b, StreamId stream);
   // Marks a handed-out block as used on `stream` too (like torch's
-  // record_stream). False when ptr is not handed out.
-  bool record_stream(DevPtr ptr, StreamId stream);
+  // record_stream).
+  void record_stream(Block* b, StreamId stream);
+  // The stream `gone` is about to be destroyed: waits for its frees, hands
+  // its cached blocks and the blocks allocated on it to `heir`, and forgets
+  // it (a backend may reuse the handle value for a new stream).
+  void retire_stream(StreamId gone, StreamId heir);
   // Gives whole free chunks back, largest first, until at most keep_bytes
   // are cached. Waits for the events of pending frees first. Returns the
   // bytes given back.
   size_t trim(size_t keep_bytes);
 
+  // The stream a handed-out block is ordered on (a free without a stream
+  // frees it there), and a change of it (a free on another stream that is
+  // carried out later, see ScanFence).
+  StreamId block_stream(const Block* b) const;
+  void set_stream(Block* b, StreamId stream);
+
   PoolStats stats() const;
   void reset_peak();
-  // The rounded size of a handed-out block; 0 when ptr is not one.
-  size_t block_size(DevPtr ptr) const;
 
  private:
   StreamState& state_for(StreamId s);
@@ -82,23 +106,25 @@ class CachingPool {
   void recycle(Block* b);
   Block* take_from_other_streams(size_t size, bool small, StreamId stream,
                                  StreamState** owner);
+  // Frees since the last event on s get one now, unless s captures (an
+  // event recorded there would become part of the graph).
+  void cover_if_not_capturing(StreamState& s);
+  // Empties s's reuse bins into its free index (coalescing them).
+  void flush_bins(StreamState& s);
+  Block* hand_out(Block* b, size_t bytes, StreamId stream);
   Block* fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream);
   Block* split(Block* b, size_t size, StreamState& owner);
   void insert_free(Block* b, StreamState& owner);
-  // on == nullptr: the stream the block was allocated on.
-  bool free_locked(DevPtr ptr, const StreamId* on);
+  void free_locked(Block* b, StreamId stream);
   void promote_pending(bool wait);
   size_t release_cached(size_t keep_bytes);
 
   ChunkSource& src_;
-  mutable std::mutex mu_;
+  mutable std::mutex own_mu_;
+  std::mutex& mu_;  // own_mu_ or the caller's
   std::unordered_map<StreamId, std::unique_ptr<StreamState>> streams_;
   StreamId last_stream_ = 0;
   StreamState* last_state_ = nullptr;
-  // Handed-out blocks by address; nodes recycled (no malloc per allocation).
-  std::unordered_map<DevPtr, Block*, std::hash<DevPtr>, std::equal_to<DevPtr>,
-                     NodeRecycler<std::pair<const DevPtr, Block*>>>
-      allocated_;
   std::vector<Block*> pending_;
   std::vector<std::unique_ptr<Chunk>> chunks_;
   std::deque<Block> block_storage_;

@@ -37,6 +37,9 @@ class ChunkSource {
   virtual bool event_query(EventId e) = 0;
   // Blocks until e completes: used only by trim and the out-of-memory path.
   virtual void event_wait(EventId e) = 0;
+  // True while s is capturing a graph (no event may be recorded on it).
+  // Asked only off the hot path: cross-stream looks and record_stream frees.
+  virtual bool stream_capturing(StreamId s) = 0;
 };
 
 }  // namespace metrale::core::pool

@@ -1,4 +1,4 @@
-// The pool's read-only answers: stats, block sizes, and the peak reset.
+// The pool's read-only answers: stats and the peak reset.
 #include <algorithm>
 
 #include "core/pool/caching_pool.hpp"
@@ -12,7 +12,7 @@ PoolStats CachingPool::stats() const {
   s.largest_free = 0;
   for (const auto& kv : streams_) {
     s.largest_free = std::max({s.largest_free, kv.second->index(true).largest(),
-                               kv.second->index(false).largest()});
+                               kv.second->index(false).largest(), kv.second->bins().largest()});
   }
   return s;
 }
@@ -22,10 +22,14 @@ void CachingPool::reset_peak() {
   st_.peak_in_use = st_.in_use;
 }
 
-size_t CachingPool::block_size(DevPtr ptr) const {
+StreamId CachingPool::block_stream(const Block* b) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = allocated_.find(ptr);
-  return it == allocated_.end() ? 0 : it->second->size;
+  return b->stream;
+}
+
+void CachingPool::set_stream(Block* b, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  b->stream = stream;
 }
 
 }  // namespace metrale::core::pool

@@ -12,7 +12,10 @@ namespace metrale::core::pool {
 size_t CachingPool::release_cached(size_t keep_bytes) {
   if (st_.reserved - st_.in_use <= keep_bytes) return 0;
   promote_pending(true);
-  for (auto& kv : streams_) kv.second->wait_all(src_);
+  for (auto& kv : streams_) {
+    flush_bins(*kv.second);
+    kv.second->wait_all(src_);
+  }
   std::vector<Chunk*> whole;
   for (auto& c : chunks_) {
     bool all_free = true;

@@ -22,6 +22,7 @@
 
 #include "core/pool/chunk_source.hpp"
 #include "core/pool/free_index.hpp"
+#include "core/pool/reuse_bins.hpp"
 
 namespace metrale::core::pool {
 
@@ -32,6 +33,8 @@ class StreamState {
 
   FreeIndex& index(bool small) { return small ? small_ : large_; }
   const FreeIndex& index(bool small) const { return small ? small_ : large_; }
+  ReuseBins& bins() { return bins_; }
+  const ReuseBins& bins() const { return bins_; }
 
   // Stamps a free onto this stream: the epoch the block carries.
   uint64_t next_epoch() { return ++free_count_; }
@@ -55,6 +58,7 @@ class StreamState {
 
   StreamId id_;
   FreeIndex small_, large_;
+  ReuseBins bins_;
   uint64_t free_count_ = 0;
   uint64_t recorded_ = 0;  // epoch covered by the newest recorded event
   uint64_t done_ = 0;      // epoch covered by the newest completed event

@@ -15,7 +15,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::marker::{PhantomData, PhantomPinned};
 
 pub const METRALE_VERSION_MAJOR: c_int = 0;
-pub const METRALE_VERSION_MINOR: c_int = 1;
+pub const METRALE_VERSION_MINOR: c_int = 2;
 pub const METRALE_VERSION_PATCH: c_int = 0;
 
 macro_rules! opaque {
@@ -107,6 +107,27 @@ pub const METRALE_REDZONE_PATTERN: u8 = 0xA5;
 pub const METRALE_MODULE_FILE_MAX_BYTES: usize = 1073741824;
 /// The largest packed argument buffer for a kernel of unknown parameter layout.
 pub const METRALE_PACKED_ARGS_MAX_BYTES: usize = 4096;
+pub const METRALE_STAGING_DEFAULT_THRESHOLD: u32 = 1 << 20;
+pub const METRALE_STAGING_DEFAULT_BUFFER_BYTES: u32 = 4 << 20;
+pub const METRALE_STAGING_DEFAULT_BUFFERS: u32 = 4;
+pub const METRALE_STAGING_DEFAULT_THREADS: u32 = 4;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct metrale_pool_stats_t {
+    pub struct_size: usize,
+    pub enabled: c_int,
+    pub reserved_bytes: u64,
+    pub in_use_bytes: u64,
+    pub requested_bytes: u64,
+    pub cached_bytes: u64,
+    pub peak_in_use_bytes: u64,
+    pub chunk_allocs: u64,
+    pub chunk_frees: u64,
+    pub largest_free_block: u64,
+    pub blocks_in_use: u64,
+    pub quarantined_bytes: u64,
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -265,6 +286,32 @@ extern "C" {
         out: *mut metrale_devptr_t,
     ) -> metrale_status_t;
     pub fn metrale_free(ctx: *mut metrale_context_t, dptr: metrale_devptr_t) -> metrale_status_t;
+
+    // The caching pool
+    pub fn metrale_alloc_async_at(
+        ctx: *mut metrale_context_t,
+        bytes: usize,
+        s: *mut metrale_stream_t,
+        file: *const c_char,
+        line: c_int,
+        out: *mut metrale_devptr_t,
+    ) -> metrale_status_t;
+    pub fn metrale_free_async(
+        ctx: *mut metrale_context_t,
+        dptr: metrale_devptr_t,
+        s: *mut metrale_stream_t,
+    ) -> metrale_status_t;
+    pub fn metrale_record_stream(
+        ctx: *mut metrale_context_t,
+        dptr: metrale_devptr_t,
+        s: *mut metrale_stream_t,
+    ) -> metrale_status_t;
+    pub fn metrale_pool_stats(ctx: *mut metrale_context_t, out: *mut metrale_pool_stats_t) -> metrale_status_t;
+    pub fn metrale_pool_trim(
+        ctx: *mut metrale_context_t,
+        keep_bytes: usize,
+        released: *mut usize,
+    ) -> metrale_status_t;
     pub fn metrale_alloc_arena(
         ctx: *mut metrale_context_t,
         bytes: usize,

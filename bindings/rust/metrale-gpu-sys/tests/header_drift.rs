@@ -226,7 +226,13 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
         metrale_kernel_timing_t { kernel, launches, total_ms }
         metrale_context_options_t {
             struct_size, backend, device, redzone_bytes, redzone_min_index, checked_pointers,
-            debug_sync, launch_trace, kernel_timing, trace_capacity
+            debug_sync, launch_trace, kernel_timing, trace_capacity, pool, quarantine_bytes,
+            staging_threshold, staging_buffer_bytes, staging_buffers, staging_threads, pinned_pool
+        }
+        metrale_pool_stats_t {
+            struct_size, enabled, reserved_bytes, in_use_bytes, requested_bytes, cached_bytes,
+            peak_in_use_bytes, chunk_allocs, chunk_frees, largest_free_block, blocks_in_use,
+            quarantined_bytes
         }
         metrale_host_kernel_call_t { grid, block, shared_bytes, params, args, args_bytes }
     }

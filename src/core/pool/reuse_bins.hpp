@@ -1,0 +1,116 @@
+// Recently freed blocks of one stream, kept by exact size and not
+// coalesced: the stream's next allocation of that size takes one back with
+// no tree lookup, split or merge (the loop that allocates and frees the
+// same shapes every step, which is most of what a framework does). Bins are
+// bounded, and the pool empties them into the free index, where blocks
+// coalesce, whenever it needs the whole picture: before a new chunk, a look
+// from another stream, a trim, a stream's retirement, a capture.
+//
+// Not thread-safe: the pool's lock guards it, as the rest of StreamState.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/pool/block.hpp"
+#include "core/pool/size_class.hpp"
+
+namespace metrale::core::pool {
+
+class ReuseBins {
+ public:
+  static constexpr uint32_t kMaxPerBin = 64;
+
+  // A binned block of exactly `size` bytes, nullptr when none.
+  Block* take(size_t size) {
+    Bin* bin = find(size);
+    if (bin == nullptr || bin->head == nullptr) return nullptr;
+    Block* b = bin->head;
+    bin->head = b->bin_next;
+    b->bin_next = nullptr;
+    --bin->count;
+    --blocks_;
+    return b;
+  }
+  // Bins b (state BINNED); false when its bin is full or there is no bin
+  // for its size (the caller puts it into the free index instead).
+  bool put(Block* b) {
+    Bin* bin = find_or_add(b->size);
+    if (bin == nullptr || bin->count >= kMaxPerBin) return false;
+    b->bin_next = bin->head;
+    bin->head = b;
+    ++bin->count;
+    ++blocks_;
+    b->state = BlockState::BINNED;
+    return true;
+  }
+  bool empty() const { return blocks_ == 0; }
+  // Hands every binned block to f (its state still BINNED) and empties the
+  // bins.
+  template <class F>
+  void drain(F&& f) {
+    if (blocks_ == 0) return;
+    auto empty_bin = [&](Bin& bin) {
+      for (Block* b = bin.head; b != nullptr;) {
+        Block* next = b->bin_next;
+        b->bin_next = nullptr;
+        f(b);
+        b = next;
+      }
+      bin = Bin{};
+    };
+    for (Bin& bin : small_) empty_bin(bin);
+    for (LargeBin& l : large_) {
+      empty_bin(l.bin);
+      l.size = 0;
+    }
+    blocks_ = 0;
+  }
+  // The largest binned block, 0 when none.
+  size_t largest() const {
+    size_t best = 0;
+    for (const LargeBin& l : large_)
+      if (l.bin.head != nullptr && l.size > best) best = l.size;
+    if (best != 0) return best;
+    for (size_t i = small_.size(); i-- > 0;)
+      if (small_[i].head != nullptr) return (i + 1) * kGranularity;
+    return 0;
+  }
+
+ private:
+  struct Bin {
+    Block* head = nullptr;
+    uint32_t count = 0;
+  };
+  struct LargeBin {
+    size_t size = 0;  // 0: unused
+    Bin bin;
+  };
+  static constexpr size_t kSmallBins = kSmallLimit / kGranularity;  // 512 B .. 1 MiB
+  static constexpr size_t kLargeBins = 8;
+
+  Bin* find(size_t size) {
+    if (size <= kSmallLimit) return &small_[size / kGranularity - 1];
+    for (LargeBin& l : large_)
+      if (l.size == size) return &l.bin;
+    return nullptr;
+  }
+  Bin* find_or_add(size_t size) {
+    if (Bin* b = find(size)) return b;
+    for (LargeBin& l : large_) {
+      if (l.bin.head == nullptr) {  // unused or emptied: take it over
+        l.size = size;
+        l.bin = Bin{};
+        return &l.bin;
+      }
+    }
+    return nullptr;
+  }
+
+  std::array<Bin, kSmallBins> small_{};
+  std::array<LargeBin, kLargeBins> large_{};
+  size_t blocks_ = 0;
+};
+
+}  // namespace metrale::core::pool

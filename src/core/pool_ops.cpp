@@ -1,0 +1,48 @@
+// The caching pool's calls on a context: frees on a stream, record_stream,
+// stats and trim. Allocation and the plain free live in memory.cpp.
+#include "core/context.hpp"
+#include "core/format.hpp"
+
+using metrale::fail;
+using metrale::core::hex;
+
+void metrale_context::free_on(DevPtr ptr, metrale_stream* s) {
+  metrale::core::StreamObj* st = stream_of(s);  // a bad stream frees nothing
+  free_impl(ptr, pool_ ? st : nullptr);
+}
+
+void metrale_context::record_stream(DevPtr ptr, metrale_stream* s) {
+  fault_.check();
+  metrale::core::StreamObj* st = stream_of(s);
+  bool found = ledger_.with_entry(ptr, [&](const metrale::core::LedgerEntry& e) {
+    // Under the ledger's lock: no free can hand the block back meanwhile.
+    if (e.block != nullptr) pool_->record_stream_held(e.block, st->handle);  // shared lock
+  });
+  if (!found) refuse_free(ptr);  // NOT_FOUND, or the interior pointer's message
+}
+
+void metrale_context::pool_stats(metrale_pool_stats_t* out) const {
+  const size_t size = out->struct_size;
+  metrale_pool_stats_t s{};
+  s.struct_size = size;
+  if (pool_) {
+    const metrale::core::pool::PoolStats p = pool_->stats();
+    s.enabled = 1;
+    s.reserved_bytes = p.reserved;
+    s.in_use_bytes = p.in_use;
+    s.requested_bytes = p.requested;
+    s.cached_bytes = p.cached;
+    s.peak_in_use_bytes = p.peak_in_use;
+    s.chunk_allocs = p.chunk_allocs;
+    s.chunk_frees = p.chunk_frees;
+    s.largest_free_block = p.largest_free;
+    s.blocks_in_use = p.blocks_in_use;
+  }
+  *out = s;
+}
+
+size_t metrale_context::pool_trim(size_t keep_bytes) {
+  fault_.check();
+  if (!pool_) return 0;
+  return device([&] { return pool_->trim(keep_bytes); });
+}

@@ -1,0 +1,403 @@
+/* The caching pool through the public API (rule 9): reuse and stream order,
+ * record_stream, stats, trim, the ledger on pooled blocks, red zones,
+ * capture, stream retirement, out of memory, the switch, and bad input.
+ * Every case opens its context with the pool on; the suite also runs in CI
+ * with METRALE_POOL=0, where the cases that need the pool skip. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+static metrale_context_t* open_pool(size_t redzone) {
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = redzone;
+  metrale_context_t* ctx = mt_open(&o);
+  if (!mt_pool_on(ctx)) {
+    mt_close(ctx);
+    print_message("skip: the pool is off (METRALE_POOL=0)\n");
+    skip();
+  }
+  return ctx;
+}
+
+static metrale_pool_stats_t stats(metrale_context_t* ctx) {
+  metrale_pool_stats_t s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  MT_OK(metrale_pool_stats(ctx, &s));
+  return s;
+}
+
+static void a_freed_block_is_reused_on_its_stream(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_devptr_t a = 0, b = 0;
+  MT_OK(metrale_alloc(ctx, 1000, &a));
+  MT_OK(metrale_free(ctx, a));
+  MT_OK(metrale_alloc(ctx, 1000, &b));
+  assert_int_equal(a, b); /* same stream (default): at once */
+  metrale_pool_stats_t s = stats(ctx);
+  assert_int_equal(s.enabled, 1);
+  assert_int_equal(s.chunk_allocs, 1);
+  assert_int_equal(s.in_use_bytes, 1024); /* rounded to 512 */
+  assert_int_equal(s.requested_bytes, 1000);
+  assert_int_equal(s.blocks_in_use, 1);
+  assert_int_equal(s.reserved_bytes, 2u << 20);
+  assert_int_equal(s.cached_bytes, s.reserved_bytes - s.in_use_bytes);
+  MT_OK(metrale_free(ctx, b));
+  mt_close(ctx);
+}
+
+static void another_stream_waits_for_an_event(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_stream_t* s1 = NULL;
+  metrale_stream_t* s2 = NULL;
+  MT_OK(metrale_stream_create(ctx, &s1));
+  MT_OK(metrale_stream_create(ctx, &s2));
+  metrale_devptr_t a = 0, b = 0, c = 0;
+  /* 12 MiB: a chunk of its own each, so s2 has no cached block of its own. */
+  MT_OK(metrale_alloc_async(ctx, 12u << 20, s1, &a));
+  MT_OK(metrale_free_async(ctx, a, s1));
+  /* No event covers the free yet: s2 must not get a. */
+  MT_OK(metrale_alloc_async(ctx, 12u << 20, s2, &b));
+  assert_true(b != a);
+  /* Once s1 has drained and an event says so, a is s2's to take. */
+  MT_OK(metrale_stream_synchronize(ctx, s1));
+  MT_OK(metrale_alloc_async(ctx, 12u << 20, s2, &c));
+  assert_int_equal(c, a);
+  MT_OK(metrale_free_async(ctx, b, s2));
+  MT_OK(metrale_free_async(ctx, c, s2));
+  MT_OK(metrale_stream_destroy(ctx, s1));
+  MT_OK(metrale_stream_destroy(ctx, s2));
+  mt_close(ctx);
+}
+
+static void free_async_moves_the_block_to_that_stream(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t a = 0, b = 0;
+  MT_OK(metrale_alloc(ctx, 30u << 20, &a)); /* a chunk of its own */
+  MT_OK(metrale_free_async(ctx, a, s));
+  MT_OK(metrale_alloc_async(ctx, 30u << 20, s, &b));
+  assert_int_equal(a, b); /* s freed it: s reuses it at once */
+  MT_OK(metrale_free_async(ctx, b, s));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+static void record_stream_holds_the_block_until_that_stream_is_done(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t a = 0, b = 0, c = 0;
+  MT_OK(metrale_alloc(ctx, 30u << 20, &a));
+  MT_OK(metrale_memset_async(ctx, a, 1, 30u << 20, s));
+  MT_OK(metrale_record_stream(ctx, a, s));
+  MT_OK(metrale_record_stream(ctx, a, s)); /* twice: one use */
+  MT_OK(metrale_free(ctx, a));
+  /* Its own stream too waits for s: the block is pending until an event
+   * recorded on s at the free completes. On the host backend that event
+   * completes at once, so only what the pool reports is checked there. */
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  MT_OK(metrale_alloc(ctx, 30u << 20, &b));
+  assert_int_equal(b, a);
+  MT_OK(metrale_free(ctx, b));
+  /* Errors: not live, interior, 0, bad stream. */
+  MT_STATUS(metrale_record_stream(ctx, a, s), METRALE_ERROR_NOT_FOUND);
+  MT_OK(metrale_alloc(ctx, 4096, &c));
+  MT_STATUS(metrale_record_stream(ctx, c + 8, s), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("is inside the allocation");
+  MT_STATUS(metrale_record_stream(ctx, 0, s), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_record_stream(ctx, c, (metrale_stream_t*)(uintptr_t)0x5a5a5a5a5a5a5a5aull),
+            METRALE_ERROR_INVALID_ARGUMENT);
+  MT_OK(metrale_free(ctx, c));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+static void the_ledger_is_exact_on_pooled_blocks(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_devptr_t p[3];
+  MT_OK(metrale_alloc(ctx, 100, &p[0]));
+  MT_OK(metrale_alloc(ctx, 513, &p[1]));
+  MT_OK(metrale_alloc(ctx, 3u << 20, &p[2]));
+  mt_ledger_t l = mt_ledger(ctx);
+  assert_int_equal(l.count, 3);
+  assert_int_equal(l.bytes, 100 + 513 + (3u << 20));
+  size_t slack = 0;
+  MT_OK(metrale_chunk_slack_bytes(ctx, &slack));
+  assert_int_equal(slack, (512 - 100) + (1024 - 513) + 0);
+  /* Interior pointers and double frees as on driver memory. */
+  MT_STATUS(metrale_free(ctx, p[1] + 1), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_OK(metrale_free(ctx, p[1]));
+  MT_STATUS(metrale_free(ctx, p[1]), METRALE_ERROR_NOT_FOUND);
+  metrale_counters_t c = mt_counters(ctx);
+  assert_int_equal(c.allocs, 3);
+  assert_int_equal(c.frees, 1);
+  /* The sweep gives the rest back to the pool. */
+  size_t swept = 0;
+  MT_OK(metrale_sweep_unreleased(ctx, &swept));
+  assert_int_equal(swept, 2);
+  assert_int_equal(stats(ctx).blocks_in_use, 0);
+  assert_int_equal(stats(ctx).in_use_bytes, 0);
+  mt_close(ctx);
+}
+
+static void trim_and_free_memory_count_the_cache(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_devptr_t big = 0, small = 0;
+  MT_OK(metrale_alloc(ctx, 16u << 20, &big));
+  MT_OK(metrale_alloc(ctx, 4096, &small));
+  MT_OK(metrale_free(ctx, big));
+  metrale_pool_stats_t s = stats(ctx);
+  assert_true(s.cached_bytes >= (16u << 20));
+  assert_true(s.largest_free_block >= (16u << 20));
+  size_t dev_free = 0, free_mem = 0;
+  MT_OK(metrale_device_free_memory(ctx, &dev_free));
+  MT_OK(metrale_free_memory(ctx, &free_mem));
+  /* free_memory adds what the pool caches (the device figure may move a
+   * little between the two calls on a shared machine: allow 64 MiB). */
+  assert_true(free_mem + (64u << 20) >= dev_free + s.cached_bytes);
+  size_t released = 0;
+  MT_OK(metrale_pool_trim(ctx, 0, &released));
+  assert_int_equal(released, 16u << 20); /* the small chunk holds a live block */
+  s = stats(ctx);
+  assert_int_equal(s.chunk_frees, 1);
+  assert_int_equal(s.reserved_bytes, 2u << 20);
+  MT_OK(metrale_pool_trim(ctx, 0, NULL));
+  MT_OK(metrale_free(ctx, small));
+  MT_OK(metrale_pool_trim(ctx, 0, &released));
+  assert_int_equal(released, 2u << 20);
+  assert_int_equal(stats(ctx).reserved_bytes, 0);
+  /* The peak stays. */
+  assert_true(stats(ctx).peak_in_use_bytes >= (16u << 20));
+  mt_close(ctx);
+}
+
+static void red_zones_work_on_reused_blocks(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(64);
+  mt_load_kernels(ctx);
+  metrale_devptr_t a = 0, b = 0;
+  MT_OK(metrale_alloc(ctx, 4096, &a));
+  /* Its pad is dirtied, then the block is freed and handed out again (the
+   * same size: the stream's reuse bin gives the same block back): the new
+   * owner's pad must be the pattern again. */
+  MT_OK(mt_overflow_write(ctx, a, 4096, 8, 0));
+  MT_OK(metrale_stream_synchronize(ctx, NULL));
+  MT_OK(metrale_free(ctx, a));
+  MT_OK(metrale_alloc(ctx, 4096, &b));
+  assert_int_equal(a, b);
+  metrale_redzone_violation_t v[4];
+  size_t n = 99;
+  MT_OK(metrale_redzone_scan(ctx, v, 4, &n));
+  assert_int_equal(n, 0);
+  /* A real overflow of the new owner is found and names it. */
+  MT_OK(mt_overflow_write(ctx, b, 4096, 4, 0x01010101u));
+  MT_STATUS(metrale_redzone_scan(ctx, v, 4, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0].ptr, b);
+  assert_int_equal(v[0].bytes, 4096);
+  assert_non_null(strstr(v[0].file, "test_pool.c"));
+  MT_OK(metrale_free(ctx, b));
+  mt_close(ctx);
+}
+
+static void capture_allocs_fresh_memory_and_defers_frees(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t old = 0, in = 0, in2 = 0;
+  MT_OK(metrale_alloc_async(ctx, 30u << 20, s, &old));
+  MT_OK(metrale_memset_async(ctx, old, 3, 30u << 20, s));
+  MT_OK(metrale_free_async(ctx, old, s));
+  MT_OK(metrale_graph_begin_capture(ctx, s));
+  /* old's free on s is not known complete: the graph may replay after work
+   * that is later on s, so the pool does not hand it out in the capture
+   * (on the host backend, s's work is done at once and old may come back). */
+  MT_OK(metrale_alloc_async(ctx, 30u << 20, s, &in));
+  if (!mt_is_host(ctx)) assert_true(in != old);
+  MT_OK(metrale_memset_async(ctx, in, 4, 4096, s));
+  /* Freed in the capture: off the ledger now, back in the pool at its end. */
+  const metrale_pool_stats_t before = stats(ctx);
+  MT_OK(metrale_free_async(ctx, in, s));
+  mt_ledger_t l = mt_ledger(ctx);
+  assert_int_equal(l.count, 0);
+  assert_int_equal(stats(ctx).blocks_in_use, before.blocks_in_use);
+  MT_OK(metrale_alloc_async(ctx, 30u << 20, s, &in2));
+  assert_true(in2 != in);
+  MT_OK(metrale_free(ctx, in2)); /* its stream (s) captures: deferred too */
+  metrale_graph_t* g = NULL;
+  MT_OK(metrale_graph_end_capture(ctx, s, &g));
+  assert_int_equal(stats(ctx).blocks_in_use, 0);
+  MT_OK(metrale_graph_destroy(ctx, g));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  metrale_counters_t c = mt_counters(ctx);
+  assert_int_equal(c.allocs, c.frees);
+  mt_close(ctx);
+}
+
+static void a_destroyed_stream_leaves_nothing_behind(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t a = 0, b = 0, kept = 0, again = 0;
+  MT_OK(metrale_alloc_async(ctx, 30u << 20, s, &a));
+  MT_OK(metrale_alloc_async(ctx, 4096, s, &kept));
+  MT_OK(metrale_free_async(ctx, a, s));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  /* s's cached block passed to the default stream, complete. */
+  MT_OK(metrale_alloc(ctx, 30u << 20, &b));
+  assert_int_equal(b, a);
+  /* A block allocated on s is freed on the default stream now. */
+  MT_OK(metrale_free(ctx, kept));
+  MT_OK(metrale_alloc(ctx, 4096, &again));
+  assert_int_equal(again, kept);
+  MT_OK(metrale_free(ctx, again));
+  MT_OK(metrale_free(ctx, b));
+  /* A new stream (which may get the old handle value) starts clean. */
+  metrale_stream_t* t = NULL;
+  metrale_devptr_t c = 0;
+  MT_OK(metrale_stream_create(ctx, &t));
+  MT_OK(metrale_alloc_async(ctx, 4096, t, &c));
+  MT_OK(metrale_free_async(ctx, c, t));
+  MT_OK(metrale_stream_destroy(ctx, t));
+  mt_close(ctx);
+}
+
+static void out_of_memory_names_the_pool(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_devptr_t p = 0, q = 0;
+  MT_OK(metrale_alloc(ctx, 4096, &p));
+  MT_OK(metrale_alloc(ctx, 16u << 20, &q));
+  MT_OK(metrale_free(ctx, q));
+  const mt_ledger_t before = mt_ledger(ctx);
+  metrale_devptr_t huge = 0;
+  MT_STATUS(metrale_alloc(ctx, (size_t)1 << 50, &huge), METRALE_ERROR_OUT_OF_MEMORY);
+  MT_MESSAGE_HAS("test_pool.c:");       /* the site that asked */
+  MT_MESSAGE_HAS("bytes cached and"); /* the pool's figures */
+  MT_LEDGER_SAME(ctx, before);
+  /* The retry released the cache first: the 16 MiB chunk went back. */
+  assert_true(stats(ctx).chunk_frees >= 1);
+  MT_OK(metrale_free(ctx, p));
+  mt_close(ctx);
+}
+
+static void the_pool_can_be_turned_off(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.pool = 0;
+  metrale_context_t* ctx = mt_open(&o);
+  assert_int_equal(mt_pool_on(ctx), 0);
+  metrale_devptr_t a = 0;
+  MT_OK(metrale_alloc(ctx, 1000, &a));
+  metrale_pool_stats_t s = stats(ctx);
+  assert_int_equal(s.enabled, 0);
+  assert_int_equal(s.reserved_bytes, 0);
+  size_t released = 7;
+  MT_OK(metrale_pool_trim(ctx, 0, &released));
+  assert_int_equal(released, 0);
+  MT_OK(metrale_record_stream(ctx, a, NULL));
+  MT_OK(metrale_free_async(ctx, a, NULL));
+  mt_close(ctx);
+  /* The variable overrides the struct, both ways. */
+  setenv("METRALE_POOL", "1", 1);
+  ctx = mt_open(&o);
+  unsetenv("METRALE_POOL");
+  assert_int_equal(mt_pool_on(ctx), 1);
+  mt_close(ctx);
+  setenv("METRALE_POOL", "yes", 1);
+  metrale_context_t* bad = NULL;
+  MT_STATUS(metrale_context_create(&o, &bad), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("METRALE_POOL");
+  unsetenv("METRALE_POOL");
+}
+
+static void old_option_layouts_still_work(void** state) {
+  (void)state;
+  /* A caller built against 0.1: its struct ends before `pool`. */
+  const size_t v1 = offsetof(metrale_context_options_t, pool);
+  metrale_context_options_t o;
+  memset(&o, 0x5a, sizeof o); /* bytes past v1 must be neither read nor written */
+  MT_OK(metrale_context_options_init_sized(&o, v1));
+  assert_int_equal(o.struct_size, v1);
+  const unsigned char* tail = (const unsigned char*)&o + v1;
+  for (size_t i = 0; i < sizeof o - v1; ++i) assert_int_equal(tail[i], 0x5a);
+  o.backend = mt_options().backend;
+  metrale_context_t* ctx = NULL;
+  MT_OK(metrale_context_create(&o, &ctx));
+  if (getenv("METRALE_POOL") == NULL) assert_int_equal(mt_pool_on(ctx), 1); /* the default */
+  MT_OK(metrale_context_destroy(ctx));
+  /* The exported 0.1 entry point writes only that layout too. */
+  memset(&o, 0x5a, sizeof o);
+#undef metrale_context_options_init
+  MT_OK(metrale_context_options_init(&o));
+  assert_int_equal(o.struct_size, v1);
+  for (size_t i = 0; i < sizeof o - v1; ++i) assert_int_equal(tail[i], 0x5a);
+  /* Sizes this library never shipped. */
+  MT_STATUS(metrale_context_options_init_sized(&o, v1 + 4), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_context_options_init_sized(NULL, sizeof o), METRALE_ERROR_INVALID_ARGUMENT);
+  o = mt_options();
+  o.struct_size = v1 - 8;
+  MT_STATUS(metrale_context_create(&o, &ctx), METRALE_ERROR_INVALID_ARGUMENT);
+}
+
+static void bad_input_is_refused_and_changes_nothing(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_stream_t* dead = s;
+  MT_OK(metrale_stream_destroy(ctx, s));
+  metrale_devptr_t p = 0, q = 0;
+  const metrale_counters_t c0 = mt_counters(ctx);
+  MT_STATUS(metrale_alloc_async(ctx, 64, dead, &p), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_alloc_async(ctx, 0, NULL, &p), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_alloc_async(ctx, 64, NULL, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_alloc_async(NULL, 64, NULL, &p), METRALE_ERROR_INVALID_ARGUMENT);
+  const metrale_counters_t c1 = mt_counters(ctx);
+  assert_int_equal(c1.allocs, c0.allocs);
+  assert_int_equal(stats(ctx).blocks_in_use, 0);
+  MT_OK(metrale_alloc(ctx, 64, &q));
+  MT_STATUS(metrale_free_async(ctx, q, dead), METRALE_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mt_ledger(ctx).count, 1); /* still live */
+  MT_STATUS(metrale_free_async(ctx, q + 8, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_free_async(ctx, 0x1234, NULL), METRALE_ERROR_NOT_FOUND);
+  MT_OK(metrale_free_async(ctx, 0, NULL));
+  metrale_pool_stats_t st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = 8;
+  MT_STATUS(metrale_pool_stats(ctx, &st), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_pool_stats(ctx, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_pool_trim(NULL, 0, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_OK(metrale_free(ctx, q));
+  mt_close(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_freed_block_is_reused_on_its_stream),
+      cmocka_unit_test(another_stream_waits_for_an_event),
+      cmocka_unit_test(free_async_moves_the_block_to_that_stream),
+      cmocka_unit_test(record_stream_holds_the_block_until_that_stream_is_done),
+      cmocka_unit_test(the_ledger_is_exact_on_pooled_blocks),
+      cmocka_unit_test(trim_and_free_memory_count_the_cache),
+      cmocka_unit_test(red_zones_work_on_reused_blocks),
+      cmocka_unit_test(capture_allocs_fresh_memory_and_defers_frees),
+      cmocka_unit_test(a_destroyed_stream_leaves_nothing_behind),
+      cmocka_unit_test(out_of_memory_names_the_pool),
+      cmocka_unit_test(the_pool_can_be_turned_off),
+      cmocka_unit_test(old_option_layouts_still_work),
+      cmocka_unit_test(bad_input_is_refused_and_changes_nothing),
+  };
+  return MT_RUN(tests);
+}
