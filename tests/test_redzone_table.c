@@ -112,11 +112,20 @@ static void pad_restored_by_a_refused_free_is_seen(void** state) {
   }
   metrale_context_options_t o = mt_options();
   o.redzone_bytes = PAD;
-  o.pool = 0; /* the hook fails driver frees: the pool would not make one */
+  /* The hook fails driver frees, which the pool would not make: pool off,
+   * even when the run sets METRALE_POOL=1 (the variable wins over options). */
+  o.pool = 0;
+  const char* pool_env = getenv("METRALE_POOL");
+  char* saved_pool = pool_env != NULL ? strdup(pool_env) : NULL;
+  unsetenv("METRALE_POOL");
   setenv("METRALE_TEST_HOST_FAIL_FREE", "1", 1); /* the first free fails */
   metrale_context_t* ctx = NULL;
   metrale_status_t created = metrale_context_create(&o, &ctx);
   unsetenv("METRALE_TEST_HOST_FAIL_FREE");
+  if (saved_pool != NULL) {
+    setenv("METRALE_POOL", saved_pool, 1);
+    free(saved_pool);
+  }
   MT_OK(created);
   metrale_devptr_t p[3];
   for (int i = 0; i < 3; ++i) MT_OK(metrale_alloc(ctx, BYTES, &p[i]));
