@@ -108,6 +108,29 @@ class Backend {
   virtual void pattern_count(const Range* ranges, size_t n, uint8_t byte,
                              uint32_t* mismatches) = 0;
 
+  // A red-zone scan over a pad table the backend may keep between calls
+  // (cuda keeps it on the device and uploads only what changed; this default
+  // counts the whole table with pattern_count). table[0, n) is the whole
+  // table now. Unless `whole` is set, the caller promises that only the
+  // slots changed[0, nchanged) differ from the table of the last call that
+  // returned normally; after a call that threw, or for a new table, it
+  // passes whole. Appends to *hits one {slot, bad bytes} for every range
+  // with a byte other than `byte`, in no order; waits for the pass. Not
+  // thread safe: one caller at a time (core's PadMirror). Throws the
+  // backend's error; *hits is then unspecified.
+  struct PadHit {
+    uint32_t slot;
+    uint32_t bad_bytes;  // saturated at 2^32-1
+  };
+  virtual void pattern_count_table(const Range* table, size_t n, const uint32_t* changed,
+                                   size_t nchanged, bool whole, uint8_t byte,
+                                   std::vector<PadHit>* hits) {
+    (void)changed;
+    (void)nchanged;
+    (void)whole;
+    count_all(table, n, byte, hits);
+  }
+
   // --- streams and events ---------------------------------------------------
   virtual StreamHandle stream_create() = 0;  // non-blocking
   virtual void stream_destroy(StreamHandle s) = 0;
@@ -203,6 +226,18 @@ class Backend {
   // non-sticky driver code) never are; a sticky fault comes as CONTEXT_LOST.
   virtual bool may_hide_fault(const Error& e) const {
     return e.status() == METRALE_ERROR_DRIVER;
+  }
+
+ protected:
+  // pattern_count over the whole table, the ranges with a bad byte appended
+  // to *hits (the default pattern_count_table, and cuda's without kernels).
+  void count_all(const Range* table, size_t n, uint8_t byte, std::vector<PadHit>* hits) {
+    if (n == 0) return;
+    std::vector<uint32_t> mismatches(n, 0);
+    pattern_count(table, n, byte, mismatches.data());
+    for (size_t i = 0; i < n; ++i) {
+      if (mismatches[i] != 0) hits->push_back(PadHit{static_cast<uint32_t>(i), mismatches[i]});
+    }
   }
 };
 

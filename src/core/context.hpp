@@ -27,6 +27,7 @@
 #include "core/kernel_timer.hpp"
 #include "core/ledger.hpp"
 #include "core/modules.hpp"
+#include "core/pad_mirror.hpp"
 #include "core/pinned_registry.hpp"
 #include "core/quarantine.hpp"
 #include "core/pool/backend_chunk_source.hpp"
@@ -210,6 +211,14 @@ struct metrale_context {
   // backend stream_synchronize, counted, faults probed.
   void sync(StreamHandle h, const char* what);
   void settle_streams_before_scan();
+  // A pad the red-zone pass found with bytes other than the pattern: its
+  // range and owner at the snapshot, and the bad bytes the device counted.
+  struct DirtyPad {
+    metrale::backend::Range zone;
+    metrale::core::PadOwner owner;
+    uint32_t bad_bytes;
+  };
+  std::vector<DirtyPad> find_dirty_pads();  // redzone.cpp; inside a ScanPass
   // Host kernels calling back in (reentry.cpp): INVALID_ARGUMENT when this
   // thread runs work of stream h (a wait on h would wait for the kernel
   // itself), of any stream of this context, or of stream h being destroyed.
@@ -230,6 +239,17 @@ struct metrale_context {
   void launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
                      uint32_t shared, metrale_stream* s, void** params, const void* args,
                      size_t args_bytes, bool packed);
+  // Launch path (launch.cpp): argument checks, the full path taken when the
+  // trace, timing or debug_sync is on, and the failure message.
+  void check_launch_args(const metrale::core::KernelObj* kern, void** params, const void* args,
+                         size_t args_bytes, bool packed);
+  [[noreturn, gnu::cold, gnu::noinline]] void refuse_launch_args(
+      const metrale::core::KernelObj* kern, const void* args, size_t args_bytes, bool packed);
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_launch(const metrale::core::KernelObj* kern,
+                                                          const metrale::Error& e);
+  void launch_observed(metrale::core::KernelObj* kern, metrale_dim3_t grid, metrale_dim3_t block,
+                       uint32_t shared, metrale::core::StreamObj* st, void** params,
+                       const void* args, size_t args_bytes, bool packed);
   metrale_trace_entry_t trace_launch(const metrale::core::KernelObj* k, metrale_dim3_t grid,
                                      metrale_dim3_t block, uint32_t shared, void** params,
                                      const void* args, size_t args_bytes, bool packed);
@@ -322,6 +342,7 @@ struct metrale_context {
   std::atomic<bool> kernel_timing_{false};
   metrale::core::KernelTimer timer_;
   metrale::core::ScanFence scan_fence_;
+  metrale::core::PadMirror pad_mirror_;  // red-zone scans' copy of the pad table
   std::atomic<int> captures_open_{0};
   std::mutex deferred_mutex_;
   std::vector<DeferredFree> deferred_;

@@ -95,13 +95,20 @@ bool metrale_context::begin_timing(metrale::core::KernelObj* kern, metrale::core
   return true;
 }
 
-void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
-                                    uint32_t shared, metrale_stream* s, void** params,
-                                    const void* args, size_t args_bytes, bool packed) {
-  fault_.check();
-  auto* kern = kernel_of(k);
-  auto* st = stream_of(s);
-  check_dims(grid, block);
+// Refuses args that do not fit the kernel's layout. Inline: the checks are
+// a few compares; the messages are built out of line, only on failure.
+void metrale_context::check_launch_args(const metrale::core::KernelObj* kern, void** params,
+                                        const void* args, size_t args_bytes, bool packed) {
+  const bool bad =
+      packed ? ((args == nullptr && args_bytes > 0) ||
+                (!kern->layout_known && args_bytes > METRALE_PACKED_ARGS_MAX_BYTES) ||
+                (kern->layout_known && args_bytes != kern->params_bytes))
+             : (params == nullptr && kern->layout_known && !kern->params.empty());
+  if (bad) refuse_launch_args(kern, args, args_bytes, packed);
+}
+
+void metrale_context::refuse_launch_args(const metrale::core::KernelObj* kern, const void* args,
+                                         size_t args_bytes, bool packed) {
   if (packed) {
     if (args == nullptr && args_bytes > 0) {
       fail(METRALE_ERROR_INVALID_ARGUMENT,
@@ -117,17 +124,57 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
                std::to_string(args_bytes) + ", more than METRALE_PACKED_ARGS_MAX_BYTES (" +
                std::to_string(METRALE_PACKED_ARGS_MAX_BYTES) + ")");
     }
-    if (kern->layout_known && args_bytes != kern->params_bytes) {
-      fail(METRALE_ERROR_INVALID_ARGUMENT,
-           std::string("kernel ") + kern->name + " takes " + std::to_string(kern->params_bytes) +
-               " bytes of parameters (" + std::to_string(kern->params.size()) + " parameters), got " +
-               std::to_string(args_bytes));
-    }
-  } else if (params == nullptr && kern->layout_known && !kern->params.empty()) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT, std::string("params is NULL but kernel ") + kern->name +
-                                             " takes " + std::to_string(kern->params.size()) +
-                                             " parameters");
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         std::string("kernel ") + kern->name + " takes " + std::to_string(kern->params_bytes) +
+             " bytes of parameters (" + std::to_string(kern->params.size()) + " parameters), got " +
+             std::to_string(args_bytes));
   }
+  fail(METRALE_ERROR_INVALID_ARGUMENT, std::string("params is NULL but kernel ") + kern->name +
+                                           " takes " + std::to_string(kern->params.size()) +
+                                           " parameters");
+}
+
+void metrale_context::fail_launch(const metrale::core::KernelObj* kern, const Error& e) {
+  fail_after_probe(e, std::string("launch of ") + kern->name + " (looked up at " + kern->site +
+                          ") failed: ");
+}
+
+// The common case (no trace, no timing, no debug_sync) is the checks, the
+// backend call and one counter: no trace entry is built or zeroed, nothing is
+// locked. Anything on goes through launch_observed.
+void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
+                                    uint32_t shared, metrale_stream* s, void** params,
+                                    const void* args, size_t args_bytes, bool packed) {
+  fault_.check();
+  auto* kern = kernel_of(k);
+  auto* st = stream_of(s);
+  check_dims(grid, block);
+  check_launch_args(kern, params, args, args_bytes, packed);
+  if (opts_.debug_sync != 0 || trace_on_.load(std::memory_order_relaxed) ||
+      kernel_timing_.load(std::memory_order_relaxed)) {
+    launch_observed(kern, grid, block, shared, st, params, args, args_bytes, packed);
+    return;
+  }
+  // Not through device(): the latch must get the message naming the kernel.
+  try {
+    if (packed) {
+      backend_->launch_packed(kern->func, dim(grid), dim(block), shared, st->handle, args,
+                              args_bytes);
+    } else {
+      backend_->launch(kern->func, dim(grid), dim(block), shared, st->handle, params);
+    }
+  } catch (const Error& e) {
+    fail_launch(kern, e);
+  }
+  metrale::core::Counters::bump(counters_.launches);
+}
+
+// A launch with the trace, kernel timing or debug_sync on; handles and
+// arguments are checked already.
+void metrale_context::launch_observed(metrale::core::KernelObj* kern, metrale_dim3_t grid,
+                                      metrale_dim3_t block, uint32_t shared,
+                                      metrale::core::StreamObj* st, void** params,
+                                      const void* args, size_t args_bytes, bool packed) {
   if (opts_.debug_sync != 0) {
     refuse_wait_in_own_work(st->handle, "a launch with debug_sync");
   }
@@ -149,7 +196,6 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
     timed = begin_timing(kern, st, &row, &start);
   }
 
-  // Not through device(): the latch must get the message naming the kernel.
   try {
     if (packed) {
       backend_->launch_packed(kern->func, dim(grid), dim(block), shared, st->handle, args,
@@ -162,8 +208,7 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
       timer_.give_back(*backend_, start);
       timer_.unreserve();
     }
-    fail_after_probe(e, std::string("launch of ") + kern->name + " (looked up at " + kern->site +
-                            ") failed: ");
+    fail_launch(kern, e);
   }
   metrale::core::Counters::bump(counters_.launches);
   if (traced) trace_.push(entry);

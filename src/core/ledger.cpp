@@ -54,6 +54,48 @@ void Ledger::append_pad_locked(DevPtr ptr, LedgerEntry* e) {
   e->pad_slot = static_cast<uint32_t>(pads_.size());
   pads_.push_back(backend::Range{ptr + e->bytes, e->pad});
   pad_owners_.push_back(PadOwner{ptr, e->seq});
+  mark_pad_locked(e->pad_slot);
+}
+
+void Ledger::mark_pad_locked(uint32_t slot) noexcept {
+  if (pad_all_dirty_) return;
+  try {
+    if (slot >= pad_dirty_flag_.size()) pad_dirty_flag_.resize(size_t{slot} + 1 + slot / 2, 0);
+    if (pad_dirty_flag_[slot] != 0) return;
+    // Past half the table a whole copy is as cheap as the list.
+    if (pad_dirty_.size() >= 64 && pad_dirty_.size() > pads_.size() / 2) {
+      pad_all_dirty_ = true;
+      return;
+    }
+    pad_dirty_.push_back(slot);
+    pad_dirty_flag_[slot] = 1;
+  } catch (...) {
+    pad_all_dirty_ = true;
+  }
+}
+
+void Ledger::pad_changes(bool whole, PadChanges* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  out->size = pads_.size();
+  out->whole = whole || pad_all_dirty_;
+  out->slots.clear();
+  out->ranges.clear();
+  out->owners.clear();
+  if (out->whole) {
+    out->ranges = pads_;
+    out->owners = pad_owners_;
+  } else {
+    for (uint32_t slot : pad_dirty_) {
+      if (slot >= pads_.size()) continue;
+      out->slots.push_back(slot);
+      out->ranges.push_back(pads_[slot]);
+      out->owners.push_back(pad_owners_[slot]);
+    }
+  }
+  // Only once the copy is made: a copy that threw leaves the record as it was.
+  for (uint32_t slot : pad_dirty_) pad_dirty_flag_[slot] = 0;
+  pad_dirty_.clear();
+  pad_all_dirty_ = false;
 }
 
 void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
@@ -85,6 +127,7 @@ bool Ledger::take_locked(DevPtr ptr, LedgerEntry* out) {
       pads_[slot] = pads_.back();
       pad_owners_[slot] = pad_owners_.back();
       entries_[pad_owners_[slot].ptr].pad_slot = slot;
+      mark_pad_locked(slot);
     }
     pads_.pop_back();
     pad_owners_.pop_back();
@@ -107,6 +150,8 @@ void Ledger::restore(DevPtr ptr, const LedgerEntry& entry) {
       entries_[pad_owners_.back().ptr].pad_slot = static_cast<uint32_t>(pads_.size() - 1);
       pads_[slot] = backend::Range{ptr + e.bytes, e.pad};
       pad_owners_[slot] = PadOwner{ptr, e.seq};
+      mark_pad_locked(static_cast<uint32_t>(pads_.size() - 1));
+      mark_pad_locked(slot);
     } else {
       append_pad_locked(ptr, &e);
     }

@@ -47,6 +47,16 @@ struct PadOwner {
   uint64_t seq;
 };
 
+// What changed in the pad table since the last Ledger::pad_changes call
+// (red-zone scans keep a copy of the table; see PadMirror).
+struct PadChanges {
+  size_t size = 0;      // pads in the table now
+  bool whole = false;   // ranges/owners hold the whole table; slots is empty
+  std::vector<uint32_t> slots;           // else: the slots written since,
+  std::vector<backend::Range> ranges;    // with their range
+  std::vector<PadOwner> owners;          // and owner now (slots < size only)
+};
+
 struct SiteUsage {
   const char* file;
   int line;
@@ -104,6 +114,13 @@ class Ledger {
   // The same, with each owner's seq (red-zone scan: see ScanFence).
   void pads(std::vector<backend::Range>* pads, std::vector<PadOwner>* owners) const;
   size_t pad_count() const;
+  // The pad table's changes since the previous call, for the one copy of the
+  // table that red-zone scans keep (PadMirror; one consumer per ledger). The
+  // whole table when `whole` is asked, on the first call, or when too many
+  // slots changed to be worth listing (more than half the table). Slots that
+  // lie past the current size are left out: the table shrank over them.
+  // Clears the record. Thread safe (ledger lock, O(changes) or O(table)).
+  void pad_changes(bool whole, PadChanges* out);
   // The entry keyed by ptr when it is still the allocation with this seq.
   bool lookup_seq(DevPtr ptr, uint64_t seq, LedgerEntry* out) const;
   // The pads of live allocations whose seq lies in [lo, hi).
@@ -132,6 +149,9 @@ class Ledger {
   uint32_t site_id_locked(const char* file, int line);
   void count_locked(const LedgerEntry& e, bool add);
   void append_pad_locked(DevPtr ptr, LedgerEntry* e);
+  // Records that pad slot `slot` was written (for pad_changes). Never throws:
+  // without memory to list it, the next pad_changes answers the whole table.
+  void mark_pad_locked(uint32_t slot) noexcept;
   uint32_t site_id_by_text(const char* file, int line);
 
   // Recent (file pointer, line) pairs; a hit is confirmed by comparing the
@@ -152,6 +172,13 @@ class Ledger {
   // The pad table, dense: a freed slot takes the last one's place.
   std::vector<backend::Range> pads_;
   std::vector<PadOwner> pad_owners_;  // beside pads_: owner and its seq
+  // Slots written since the last pad_changes, each listed once (flag per
+  // slot). While pad_all_dirty_ is set nothing is listed: the next
+  // pad_changes copies the whole table anyway (set until the first call, so
+  // a ledger nobody scans pays one flag test per pad change).
+  std::vector<uint32_t> pad_dirty_;
+  std::vector<uint8_t> pad_dirty_flag_;
+  bool pad_all_dirty_ = true;
   std::deque<Site> sites_;  // deque: a Site's file string never moves
   std::unordered_map<SiteKey, uint32_t, SiteKeyHash> site_ids_;
   uint64_t next_order_ = 0;  // LedgerEntry::order of the next record

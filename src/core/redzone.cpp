@@ -43,11 +43,60 @@ void metrale_context::settle_streams_before_scan() {
   }
 }
 
+// The pads whose bytes are not all the pattern, each with its range and
+// owner as they were at the snapshot. Through the context's PadMirror when
+// this scan gets it (O(changes) to copy; the backend may keep its table);
+// else, when another scan holds the mirror, from a snapshot of its own.
+// Call inside a ScanPass.
+std::vector<metrale_context::DirtyPad> metrale_context::find_dirty_pads() {
+  using Hit = metrale::backend::Backend::PadHit;
+  std::vector<Hit> hits;
+  std::vector<DirtyPad> dirty;
+  metrale::core::PadMirror::Lease lease(pad_mirror_);
+  if (lease.held()) {
+    pad_mirror_.refresh(ledger_);
+    const size_t n = pad_mirror_.size();
+    if (n == 0) {
+      // The backend is not called: have the next call send it the whole
+      // table rather than reason about what it missed.
+      pad_mirror_.backend_begin();
+      return dirty;
+    }
+    const std::vector<uint32_t>& changed = pad_mirror_.changed();
+    pad_mirror_.backend_begin();
+    device([&] {
+      backend_->pattern_count_table(pad_mirror_.ranges(), n, changed.data(), changed.size(),
+                                    pad_mirror_.whole(), METRALE_REDZONE_PATTERN, &hits);
+    });
+    pad_mirror_.backend_done();
+    for (const Hit& h : hits) {
+      if (h.slot >= n) continue;  // never from a correct backend
+      dirty.push_back(
+          DirtyPad{pad_mirror_.ranges()[h.slot], pad_mirror_.owner(h.slot), h.bad_bytes});
+    }
+    return dirty;
+  }
+  std::vector<Range> zones;
+  std::vector<metrale::core::PadOwner> owners;
+  ledger_.pads(&zones, &owners);
+  if (zones.empty()) return dirty;
+  std::vector<uint32_t> mismatches(zones.size(), 0);
+  device([&] {
+    backend_->pattern_count(zones.data(), zones.size(), METRALE_REDZONE_PATTERN,
+                            mismatches.data());
+  });
+  for (size_t i = 0; i < zones.size(); ++i) {
+    if (mismatches[i] != 0) dirty.push_back(DirtyPad{zones[i], owners[i], mismatches[i]});
+  }
+  return dirty;
+}
+
 // Exact under concurrent alloc and free (rule 4 in the header): the pads
 // are snapshotted with their owners' seqs inside a ScanFence pass, so memory
 // freed meanwhile stays allocated (nobody else gets its address) until the
 // pass closes, and a pad is reported only when the same seq is still live
-// after its bytes were read back. No lock is held across device work.
+// after its bytes were read back. No lock is held across device work but the
+// PadMirror's, which only scans take and never wait for.
 void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap, size_t* count) {
   fault_.check();
   refuse_in_any_work("metrale_redzone_scan");
@@ -59,27 +108,16 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
   std::vector<metrale_redzone_violation_t> found;
   {
     auto release = [this](const std::vector<metrale::core::ScanFence::Released>& held) {
-    free_held(held);
-  };
+      free_held(held);
+    };
     metrale::core::ScanPass<decltype(release)> pass(scan_fence_, release);
-    std::vector<Range> zones;
-    std::vector<metrale::core::PadOwner> owners;
-    ledger_.pads(&zones, &owners);
-    std::vector<uint32_t> mismatches(zones.size(), 0);
-    if (!zones.empty()) {
-      device([&] {
-        backend_->pattern_count(zones.data(), zones.size(), METRALE_REDZONE_PATTERN,
-                                mismatches.data());
-      });
-    }
+    const std::vector<DirtyPad> dirty = find_dirty_pads();
 
     // Dirty pads are read back on the default stream. While that stream
     // captures, the copy would be recorded into the caller's graph, aimed at
     // this function's buffer: replaying it would write freed memory. Refuse
     // before anything is recorded.
-    const bool any_dirty =
-        std::any_of(mismatches.begin(), mismatches.end(), [](uint32_t n) { return n != 0; });
-    if (any_dirty &&
+    if (!dirty.empty() &&
         device([&] { return backend_->stream_is_capturing(default_stream_->handle); })) {
       fail(METRALE_ERROR_CAPTURE,
            "red-zone scan: pads were overwritten, and reading them back needs the default "
@@ -87,22 +125,21 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
     }
 
     std::vector<uint8_t> pad_bytes;
-    for (size_t i = 0; i < zones.size(); ++i) {
-      if (mismatches[i] == 0) continue;
+    for (const DirtyPad& d : dirty) {
       metrale::core::LedgerEntry e;
       // Freed since the snapshot: its pad is no one's business any more.
-      if (!ledger_.lookup_seq(owners[i].ptr, owners[i].seq, &e)) continue;
-      pad_bytes.assign(zones[i].bytes, 0);
-      const Range zone = zones[i];
+      if (!ledger_.lookup_seq(d.owner.ptr, d.owner.seq, &e)) continue;
+      pad_bytes.assign(d.zone.bytes, 0);
+      const Range zone = d.zone;
       device([&] {
         backend_->copy_d2h_async(pad_bytes.data(), zone.ptr, zone.bytes, default_stream_->handle);
       });
       sync(default_stream_->handle, "red-zone scan");
       // Live for the whole scan, or not reported: a free during the read
       // back means the bytes may already belong to the caller's next use.
-      if (!ledger_.lookup_seq(owners[i].ptr, owners[i].seq, &e)) continue;
+      if (!ledger_.lookup_seq(d.owner.ptr, d.owner.seq, &e)) continue;
       metrale_redzone_violation_t v{};
-      v.ptr = owners[i].ptr;
+      v.ptr = d.owner.ptr;
       v.bytes = e.bytes;
       v.seq = e.seq;
       v.file = ledger_.site_file(e.site);
@@ -119,7 +156,7 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
         ++v.bad_bytes;
       }
       // The pad changed back between the two looks; count what the device saw.
-      if (first) v.bad_bytes = mismatches[i];
+      if (first) v.bad_bytes = d.bad_bytes;
       found.push_back(v);
     }
   }

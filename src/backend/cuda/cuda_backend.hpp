@@ -54,6 +54,9 @@ class CudaBackend final : public Backend {
   void memset_async(DevPtr dst, uint8_t value, size_t bytes, StreamHandle s) override;
 
   void pattern_fill(const Range* ranges, size_t n, uint8_t byte) override;
+  void pattern_count_table(const Range* table, size_t n, const uint32_t* changed,
+                           size_t nchanged, bool whole, uint8_t byte,
+                           std::vector<PadHit>* hits) override;
   void pattern_count(const Range* ranges, size_t n, uint8_t byte,
                      uint32_t* mismatches) override;
 
@@ -136,6 +139,13 @@ class CudaBackend final : public Backend {
   void redzone_reserve(size_t n);
   void redzone_upload(const Range* ranges, size_t n);
   void redzone_release() noexcept;
+  // The device-side pad table (cuda_redzone_table.cpp), under redzone_mutex_.
+  bool table_reserve(size_t n);  // true when the table is new (empty)
+  void table_staging_reserve(size_t bytes);
+  void table_update(const Range* table, size_t n, const uint32_t* changed, size_t nchanged,
+                    bool whole);
+  void table_count(size_t n, uint8_t byte, std::vector<PadHit>* hits);
+  void table_release() noexcept;
 
   const DriverApi& api_;
   const int ordinal_;
@@ -161,6 +171,22 @@ class CudaBackend final : public Backend {
   // buffer would cost the driver a bounce copy on every scan.
   unsigned char* redzone_staging_ = nullptr;
   size_t redzone_staging_bytes_ = 0;
+  // The pad table kept on the device between scans (pattern_count_table):
+  // table_ holds table_capacity_ ranges, valid only while table_valid_ (set
+  // when a call returned normally); table_results_ is a found-counter word
+  // then room for table_capacity_ hits; table_patches_ the changed slots of
+  // one scan. Uploads and the hits read back go through table_staging_
+  // (page-locked).
+  CUfunction redzone_patch_ = nullptr;
+  CUfunction redzone_count_list_ = nullptr;
+  CUdeviceptr table_ = 0;
+  CUdeviceptr table_results_ = 0;
+  size_t table_capacity_ = 0;
+  bool table_valid_ = false;
+  CUdeviceptr table_patches_ = 0;
+  size_t table_patches_capacity_ = 0;
+  unsigned char* table_staging_ = nullptr;
+  size_t table_staging_bytes_ = 0;
 
   NvtxMemory nvtx_;
 };

@@ -88,6 +88,14 @@ void CudaBackend::redzone_prepare() {
   redzone_module_ = module;
   redzone_fill_ = fill;
   redzone_count_ = count;
+  // The device-side table's kernels; without them scans count the whole
+  // table each time (pattern_count).
+  CUfunction patch = nullptr, count_list = nullptr;
+  if (api_.moduleGetFunction(&patch, module, "metrale_redzone_patch") == CUDA_SUCCESS &&
+      api_.moduleGetFunction(&count_list, module, "metrale_redzone_count_list") == CUDA_SUCCESS) {
+    redzone_patch_ = patch;
+    redzone_count_list_ = count_list;
+  }
 }
 
 void CudaBackend::redzone_reserve(size_t n) {
@@ -203,8 +211,41 @@ void CudaBackend::pattern_count(const Range* ranges, size_t n, uint8_t byte,
   }
 }
 
+void CudaBackend::pattern_count_table(const Range* table, size_t n, const uint32_t* changed,
+                                      size_t nchanged, bool whole, uint8_t byte,
+                                      std::vector<PadHit>* hits) {
+  if (n == 0) return;
+  make_current();
+  // Its own stream and waits: allowed beside a capture on this thread.
+  RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
+  {
+    LogAfterUnlock log_after_unlock;
+    std::lock_guard<std::mutex> lock(redzone_mutex_);
+    redzone_prepare();
+    if (redzone_count_list_ != nullptr) {
+      // Invalid until this call returns: a throw below leaves the device
+      // table in an unknown state, and the next call uploads it whole.
+      const bool was_valid = table_valid_;
+      table_valid_ = false;
+      // A call that threw may have left copies from the staging buffer or
+      // into the table pending: let them finish before either is reused.
+      if (!was_valid)
+        check(api_.streamSynchronize(redzone_stream_), "cuStreamSynchronize", "red-zone scan");
+      const bool fresh = table_reserve(n);  // a new table has nothing in it
+      table_update(table, n, changed, nchanged, whole || !was_valid || fresh);
+      table_count(n, byte, hits);
+      table_valid_ = true;
+      return;
+    }
+  }
+  // No kernels: count the whole table through pattern_count (which takes
+  // the red-zone lock itself).
+  count_all(table, n, byte, hits);
+}
+
 void CudaBackend::redzone_release() noexcept {
   std::lock_guard<std::mutex> lock(redzone_mutex_);
+  table_release();
   if (redzone_module_ != nullptr) api_.moduleUnload(redzone_module_);
   if (redzone_scratch_ != 0) api_.memFree(redzone_scratch_);
   if (redzone_staging_ != nullptr) api_.memFreeHost(redzone_staging_);

@@ -43,3 +43,58 @@ extern "C" __global__ void metrale_redzone_count(const RedzoneRange* ranges,
     __syncthreads();
   }
 }
+
+// The persistent pad table (cuda_redzone_table.cpp): patches write changed
+// slots into the table; the count kernel lists only the ranges that differ.
+struct RedzonePatch {
+  unsigned long long slot;
+  unsigned long long ptr;
+  unsigned long long bytes;
+};
+
+struct RedzoneHit {
+  unsigned int slot;
+  unsigned int bad_bytes;
+};
+
+extern "C" __global__ void metrale_redzone_patch(RedzoneRange* table,
+                                                 const RedzonePatch* patches,
+                                                 unsigned long long n) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long i = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n; i += stride) {
+    table[patches[i].slot].ptr = patches[i].ptr;
+    table[patches[i].slot].bytes = patches[i].bytes;
+  }
+}
+
+// One warp per range (pads are small: a block per range left most threads
+// idle and paid three barriers a range). Every lane of a warp works on the
+// same range, so the shuffles see the whole warp. A range with a bad byte
+// takes the next place in hits (*found counts them; the host zeroes it
+// before the launch); hits has room for n entries, one per range at most.
+extern "C" __global__ void metrale_redzone_count_list(const RedzoneRange* ranges,
+                                                      unsigned long long n, unsigned int byte,
+                                                      unsigned int* found, RedzoneHit* hits) {
+  const unsigned int lane = threadIdx.x & 31u;
+  const unsigned long long warps =
+      (static_cast<unsigned long long>(gridDim.x) * blockDim.x) >> 5;
+  for (unsigned long long r =
+           (static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+       r < n; r += warps) {
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(ranges[r].ptr);
+    const unsigned long long bytes = ranges[r].bytes;
+    unsigned long long mine = 0;
+    for (unsigned long long i = lane; i < bytes; i += 32)
+      mine += p[i] != static_cast<unsigned char>(byte);
+    for (int offset = 16; offset > 0; offset >>= 1)
+      mine += __shfl_down_sync(0xffffffffu, mine, offset);
+    if (lane == 0 && mine != 0) {
+      const unsigned int at = atomicAdd(found, 1u);
+      if (at < n) {
+        hits[at].slot = static_cast<unsigned int>(r);
+        hits[at].bad_bytes = mine > 0xffffffffull ? 0xffffffffu : static_cast<unsigned int>(mine);
+      }
+    }
+  }
+}

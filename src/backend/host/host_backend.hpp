@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "backend/host/fault_latch.hpp"
@@ -50,6 +51,12 @@ class HostBackend final : public Backend {
 
   void pattern_fill(const Range* ranges, size_t n, uint8_t byte) override;
   void pattern_count(const Range* ranges, size_t n, uint8_t byte, uint32_t* mismatches) override;
+  // Keeps its own copy of the table between calls and takes only the changed
+  // slots, as cuda's device table does, so the suites on the host backend
+  // catch a change the caller failed to list (host_pad_table.cpp).
+  void pattern_count_table(const Range* table, size_t n, const uint32_t* changed,
+                           size_t nchanged, bool whole, uint8_t byte,
+                           std::vector<PadHit>* hits) override;
 
   StreamHandle stream_create() override;
   void stream_destroy(StreamHandle s) override;
@@ -100,6 +107,9 @@ class HostBackend final : public Backend {
   HandleTable<HostEvent> events_{"event", &handles_};
   HandleTable<HostGraph> graphs_{"graph", &handles_};
   KernelRegistry kernels_{&handles_};
+  // pattern_count_table's copy; valid only after a call that returned.
+  std::vector<Range> pad_table_;
+  bool pad_table_valid_ = false;
 };
 
 }  // namespace metrale::backend::host
