@@ -49,7 +49,7 @@
  *   METRALE_STAGING_BUFFER=<bytes>    bytes of one staging buffer
  *   METRALE_STAGING_BUFFERS=<n>       staging buffers in the ring (>= 2)
  *   METRALE_STAGING_THREADS=<n>       memcpy workers per staged copy (>= 1)
- *   METRALE_PINNED_POOL=0|1           cache freed pinned host blocks
+ *   METRALE_PINNED_POOL=0|1           cache freed pinned host blocks (default 1)
  *   METRALE_LOG=trace|debug|info|warn|error|critical|off   log level (read
  *                                     at library load and at each create)
  *   METRALE_TEST_HOST_FAIL_FREE=<n>   test hook, host backend only: the n-th
@@ -456,7 +456,13 @@ typedef struct metrale_context_options {
   uint32_t staging_threads;      /* host memcpy workers per copy (>= 1); default
                                     METRALE_STAGING_DEFAULT_THREADS */
   int pinned_pool;               /* default 1: metrale_host_alloc_pinned reuses
-                                    freed pinned blocks of recurring sizes */
+                                    freed pinned blocks of recurring sizes
+                                    (size classes: 4 KiB multiples up to
+                                    16 KiB, then 4 per power of two; whole
+                                    blocks, no splitting); at most 256 MiB
+                                    stay cached, oldest freed first beyond;
+                                    0: every call is cuMemHostAlloc /
+                                    cuMemFreeHost */
 } metrale_context_options_t;
 
 /* ------------------------------------------------------------------ */
@@ -653,13 +659,32 @@ metrale_status_t metrale_alloc_arena(metrale_context_t* ctx, size_t bytes, metra
 /** Frees what metrale_alloc_arena gave. 0 is OK; NOT_FOUND otherwise unknown. */
 metrale_status_t metrale_free_arena(metrale_context_t* ctx, metrale_devptr_t dptr);
 
-/** Page-locked host memory. INVALID_ARGUMENT for bytes 0; OUT_OF_MEMORY.
- *  The caller frees it with metrale_host_free_pinned. */
+/** Page-locked host memory, mapped for the device. INVALID_ARGUMENT for
+ *  bytes 0; OUT_OF_MEMORY (a size the driver refuses leaves the pinned pool
+ *  as it was). The caller frees it with metrale_host_free_pinned; the
+ *  contents are undefined (a reused block holds what it held before).
+ *  With opts.pinned_pool on (the default; METRALE_PINNED_POOL=0 turns it
+ *  off) a request is rounded up to its size class, and a block of that
+ *  class freed earlier in this context is handed out again without a
+ *  driver call; a miss allocates the whole class. Only the bytes asked are
+ *  the caller's: past them metrale_host_is_pinned answers 0 and
+ *  metrale_host_device_pointer NOT_FOUND, as without the pool.
+ *  Thread-safe. */
 metrale_status_t metrale_host_alloc_pinned(metrale_context_t* ctx, size_t bytes, void** out);
-/** NULL is OK; NOT_FOUND for a pointer not from metrale_host_alloc_pinned. */
+/** NULL is OK; NOT_FOUND for a pointer not from metrale_host_alloc_pinned
+ *  of this context, or already freed. With the pinned pool on the block
+ *  stays page-locked in the pool (up to 256 MiB cached; beyond, the oldest
+ *  cached blocks go back to the driver; all of them at context destroy
+ *  and at metrale_pool_trim), yet to this context it is gone exactly as a
+ *  driver-freed block: metrale_host_is_pinned answers 0, a device pointer
+ *  NOT_FOUND, a second free NOT_FOUND, a copy from a stale pointer into it
+ *  is a pageable copy, and checked pointers refuse its device address.
+ *  Other contexts ask the driver (rule 7), which still holds it pinned.
+ *  Thread-safe. */
 metrale_status_t metrale_host_free_pinned(metrale_context_t* ctx, void* hptr);
 /** Page-locks the caller's memory [hptr, hptr+bytes). INVALID_ARGUMENT for
- *  NULL, bytes 0, or a range overlapping one already pinned. */
+ *  NULL, bytes 0, or a range overlapping one already pinned (a stale
+ *  pointer into a block freed into the pinned pool included). */
 metrale_status_t metrale_host_register(metrale_context_t* ctx, void* hptr, size_t bytes);
 /** Undoes metrale_host_register; NOT_FOUND for a pointer not registered. */
 metrale_status_t metrale_host_unregister(metrale_context_t* ctx, void* hptr);
