@@ -6,11 +6,12 @@
 #
 # On a machine with an NVIDIA driver: configures BUILD_DIR with
 # -Dkernels=enabled when needed (a fresh one also with -Dtests=false), builds,
-# runs bench_alloc, bench_launch, bench_graph, bench_copy, bench_redzone and
-# bench_ledger (host backend), then the anchors: PyTorch's caching allocator
-# from C++ (built here against python3's torch package) and torch/CuPy from
-# Python. A part that cannot run leaves a "skipped" entry saying why.
-# Without a driver it runs bench_ledger on the host backend only and says so.
+# runs bench_alloc, bench_launch, bench_graph, bench_copy, bench_redzone,
+# bench_ledger (host backend) and bench_pinned, then the anchors: PyTorch's
+# caching allocator from C++ (built here against python3's torch package)
+# and torch/CuPy from Python. A part that cannot run leaves a "skipped" entry saying why.
+# Without a driver it runs bench_ledger and bench_pinned on the host backend
+# only and says so.
 # BENCH_LABEL names the machine in the results (e.g. "2-core CI machine");
 # BENCH_GIT_COMMIT gives the commit where the tree has no .git.
 set -uo pipefail
@@ -46,7 +47,7 @@ else
   if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" -Dtests=false || exit 1
   fi
-  ninja -C "$build" bench/bench_ledger bench/bench_ledger_core || exit 1
+  ninja -C "$build" bench/bench_ledger bench/bench_ledger_core bench/bench_pinned || exit 1
 fi
 if [ ! -x "$build/bench/bench_ledger" ]; then
   echo "bench: $build/bench/bench_ledger was not built: does meson.build have subdir('bench')?" >&2
@@ -96,6 +97,7 @@ if [ "$have_gpu" = 1 ]; then
   done
   run_part bench_ledger "$build/bench/bench_ledger" host
   run_part bench_ledger_core "$build/bench/bench_ledger_core"
+  run_part bench_pinned "$build/bench/bench_pinned" cuda
 
   # Anchor: PyTorch's caching allocator from C++, built against python3's torch.
   torch_exe="$build/bench/torch_alloc"
@@ -137,6 +139,7 @@ else
   label=${BENCH_LABEL:-"host backend, $(nproc)-CPU $(hostname) (no GPU)"}
   run_part bench_ledger "$build/bench/bench_ledger" host
   run_part bench_ledger_core "$build/bench/bench_ledger_core"
+  run_part bench_pinned "$build/bench/bench_pinned" host
 fi
 
 slug=$(printf '%s' "$gpu" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-*//; s/-*$//')

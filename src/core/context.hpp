@@ -77,7 +77,8 @@ struct metrale_context {
   // Frees cached pinned blocks, oldest first, until at most keep_bytes stay
   // cached (pinned_memory.cpp); returns the bytes given back to the backend
   // (a block whose free fails is dropped, logged, not counted). Live blocks
-  // are untouched. Thread-safe; no fault check (teardown uses it).
+  // are untouched. Logs a debug line when it freed any. Thread-safe; no
+  // fault check (teardown uses it).
   size_t pinned_pool_trim(size_t keep_bytes);
 
   // --- ledger queries (ledger_queries.cpp) ---

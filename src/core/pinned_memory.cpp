@@ -90,7 +90,14 @@ void metrale_context::host_free_pinned(void* ptr) {
 }
 
 size_t metrale_context::pinned_pool_trim(size_t keep_bytes) {
-  return free_pinned_blocks(pinned_cache_.trim(keep_bytes));
+  const auto blocks = pinned_cache_.trim(keep_bytes);
+  const size_t released = free_pinned_blocks(blocks);
+  if (!blocks.empty()) {
+    metrale::core::log().debug("pinned pool: trimmed to {}: freed {} ({})", human_bytes(keep_bytes),
+                               metrale::core::plural(blocks.size(), "cached block"),
+                               human_bytes(released));
+  }
+  return released;
 }
 
 size_t metrale_context::free_pinned_blocks(const std::vector<PinnedCache::Block>& blocks) noexcept {
