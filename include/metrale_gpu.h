@@ -58,6 +58,13 @@
  *                                     METRALE_ERROR_DRIVER (0 = never); for
  *                                     suites that check what a failed driver
  *                                     free leaves behind. Not for production.
+ *   METRALE_TEST_HOST_FAIL_PINNED=<n> test hook, host backend only: the n-th
+ *                                     pinned host allocation the backend
+ *                                     makes for each context created while
+ *                                     it is set fails with OUT_OF_MEMORY
+ *                                     (0 = never); shows which calls the
+ *                                     pinned pool serves without a backend
+ *                                     call. Not for production.
  */
 
 /*
@@ -192,7 +199,8 @@
  *    and a bad one gets a status within the call, never a hang, a crash, a
  *    wrapped computation or memory that grows without bound.
  *    - Numeric environment variables (METRALE_DEVICE, METRALE_REDZONE,
- *      METRALE_REDZONE_MIN_IDX, METRALE_TEST_HOST_FAIL_FREE) accept ASCII
+ *      METRALE_REDZONE_MIN_IDX, METRALE_TEST_HOST_FAIL_FREE,
+ *      METRALE_TEST_HOST_FAIL_PINNED) accept ASCII
  *      digits only, up to the field's maximum: " 5", "-1", " -1", "+5",
  *      "1x", "0x10" and values past the maximum are INVALID_ARGUMENT at
  *      metrale_context_create, the message naming the variable. Booleans
@@ -222,6 +230,10 @@
  *    cuda backend asks the driver (cuPointerGetAttributes: memory type host,
  *    followed across allocations) and the host backend its process-wide
  *    record of pinned ranges. A range is pinned only when all its bytes are.
+ *    The exception is what a pinned pool holds (opts.pinned_pool): a block
+ *    freed into it, and the bytes of a block past those asked, are not
+ *    pinned to any context of the process, though the driver keeps them
+ *    page-locked.
  *    This decides metrale_host_is_pinned, metrale_host_device_pointer and
  *    whether metrale_copy_h2d_async must wait before returning (a pinned
  *    source is read by DMA after the call). The driver is also the judge
@@ -460,9 +472,10 @@ typedef struct metrale_context_options {
                                     (size classes: 4 KiB multiples up to
                                     16 KiB, then 4 per power of two; whole
                                     blocks, no splitting); at most 256 MiB
-                                    stay cached, oldest freed first beyond;
-                                    0: every call is cuMemHostAlloc /
-                                    cuMemFreeHost */
+                                    stay cached, the oldest freed go back to
+                                    the driver beyond that, and a request
+                                    above 256 MiB is never cached; 0: every
+                                    call is cuMemHostAlloc / cuMemFreeHost */
 } metrale_context_options_t;
 
 /* ------------------------------------------------------------------ */
@@ -678,9 +691,8 @@ metrale_status_t metrale_host_alloc_pinned(metrale_context_t* ctx, size_t bytes,
  *  and at metrale_pool_trim), yet to this context it is gone exactly as a
  *  driver-freed block: metrale_host_is_pinned answers 0, a device pointer
  *  NOT_FOUND, a second free NOT_FOUND, a copy from a stale pointer into it
- *  is a pageable copy, and checked pointers refuse its device address.
- *  Other contexts ask the driver (rule 7), which still holds it pinned.
- *  Thread-safe. */
+ *  is a pageable copy, and checked pointers refuse its device address;
+ *  other contexts answer the same (rule 7). Thread-safe. */
 metrale_status_t metrale_host_free_pinned(metrale_context_t* ctx, void* hptr);
 /** Page-locks the caller's memory [hptr, hptr+bytes). INVALID_ARGUMENT for
  *  NULL, bytes 0, or a range overlapping one already pinned (a stale

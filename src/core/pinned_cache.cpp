@@ -11,7 +11,47 @@ unsigned log2_floor(size_t v) { return 63u - static_cast<unsigned>(__builtin_clz
 
 size_t round_up(size_t v, size_t step) { return (v + step - 1) / step * step; }
 
+// Every enabled cache of the process. Lock order: this list, then a
+// cache's own mutex (a cache never takes this lock while holding its own).
+struct CacheList {
+  std::mutex mutex;
+  std::vector<const PinnedCache*> caches;
+};
+
+CacheList& cache_list() {
+  static CacheList* list = new CacheList;  // never destroyed: contexts may outlive statics
+  return *list;
+}
+
 }  // namespace
+
+PinnedCache::PinnedCache(size_t budget_bytes) : budget_(budget_bytes) {
+  if (budget_ == 0) return;
+  CacheList& l = cache_list();
+  std::lock_guard<std::mutex> lock(l.mutex);
+  l.caches.push_back(this);
+}
+
+PinnedCache::~PinnedCache() {
+  if (budget_ == 0) return;
+  CacheList& l = cache_list();
+  std::lock_guard<std::mutex> lock(l.mutex);
+  for (auto it = l.caches.begin(); it != l.caches.end(); ++it) {
+    if (*it == this) {
+      l.caches.erase(it);
+      break;
+    }
+  }
+}
+
+bool PinnedCache::hidden_anywhere(const void* p, size_t bytes) {
+  CacheList& l = cache_list();
+  std::lock_guard<std::mutex> lock(l.mutex);
+  for (const PinnedCache* c : l.caches) {
+    if (c->hides(p, bytes)) return true;
+  }
+  return false;
+}
 
 size_t PinnedCache::class_size(size_t bytes) {
   if (bytes <= kSmallMax) return round_up(bytes == 0 ? 1 : bytes, kPage);

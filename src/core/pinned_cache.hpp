@@ -48,7 +48,9 @@ class PinnedCache {
   };
 
   // budget_bytes 0 turns the cache off: take() misses, put() keeps nothing.
-  explicit PinnedCache(size_t budget_bytes) : budget_(budget_bytes) {}
+  // An enabled cache joins the process-wide list hidden_anywhere() asks.
+  explicit PinnedCache(size_t budget_bytes);
+  ~PinnedCache();
   PinnedCache(const PinnedCache&) = delete;
   PinnedCache& operator=(const PinnedCache&) = delete;
 
@@ -88,6 +90,11 @@ class PinnedCache {
   // slack of a live block past the size asked. The context answers "not
   // pinned" for such ranges, as it did before the cache existed.
   bool hides(const void* p, size_t bytes) const;
+  // hides() of every enabled cache in the process: what any context's pool
+  // holds is nobody's pinned memory, so every context answers for it as it
+  // did before pools existed (another context would otherwise ask the
+  // driver, which still holds the block page-locked).
+  static bool hidden_anywhere(const void* p, size_t bytes);
 
   Stats stats() const;
 

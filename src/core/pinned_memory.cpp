@@ -3,10 +3,10 @@
 // questions "is this pinned?" and "what is its device address?".
 //
 // With the pool on, a block the caller frees stays page-locked in the cache.
-// To every question of this context it is gone as before: off the registry
-// and the bounds index at free, hidden from the driver fallback of
-// host_is_pinned / host_device_pointer while cached, and put back on both
-// when handed out again. A stale pointer into a cached block is therefore
+// To every question it is gone as before: off the registry and the bounds
+// index at free, hidden (from every context of the process) from the driver
+// fallback of host_is_pinned / host_device_pointer while cached, and put
+// back on both when handed out again. A stale pointer into a cached block is therefore
 // pageable memory to the copy paths (correct, just slower), never a crash.
 #include <vector>
 
@@ -120,7 +120,7 @@ size_t metrale_context::free_pinned_blocks(const std::vector<PinnedCache::Block>
 
 void metrale_context::host_register(void* ptr, size_t bytes) {
   fault_.check();
-  if (pinned_cache_.hides(ptr, bytes)) {
+  if (PinnedCache::hidden_anywhere(ptr, bytes)) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          "host range " + hex(reinterpret_cast<uintptr_t>(ptr)) + " (" + std::to_string(bytes) +
              " bytes) overlaps pinned memory freed by metrale_host_free_pinned (a stale "
@@ -156,12 +156,13 @@ void metrale_context::host_unregister(void* ptr) {
 // The registry knows what this context pinned; the driver knows the rest
 // (another context, the CUDA runtime, PyTorch's pin_memory). Treating such
 // memory as pageable would let copy_h2d_async return while the DMA still
-// reads the caller's buffer. What the pinned pool holds (cached blocks,
-// class slack) is not asked of the driver: it answers as before the pool.
+// reads the caller's buffer. What a pinned pool of the process holds
+// (cached blocks, class slack) is not asked of the driver: it answers as
+// before pools existed.
 bool metrale_context::host_is_pinned(const void* ptr, size_t bytes) const {
   metrale::core::PinnedRange r;
   if (pinned_.find(ptr, bytes, &r)) return true;
-  if (pinned_cache_.hides(ptr, bytes)) return false;
+  if (PinnedCache::hidden_anywhere(ptr, bytes)) return false;
   return backend_->host_range_pinned(ptr, bytes);
 }
 
@@ -173,11 +174,11 @@ metrale_context::DevPtr metrale_context::host_device_pointer(void* ptr) {
     DevPtr d = device([&] { return backend_->host_device_pointer(base); });
     return d + (reinterpret_cast<uintptr_t>(ptr) - r.base);
   }
-  if (pinned_cache_.hides(ptr, 1)) {
+  if (PinnedCache::hidden_anywhere(ptr, 1)) {
     fail(METRALE_ERROR_NOT_FOUND,
          hex(reinterpret_cast<uintptr_t>(ptr)) +
-             " is not in pinned host memory of this context (freed by "
-             "metrale_host_free_pinned, or past the bytes asked)");
+             " is not in pinned host memory (freed by metrale_host_free_pinned, or past the "
+             "bytes asked of it)");
   }
   if (!device([&] { return backend_->host_range_pinned(ptr, 1); })) {
     fail(METRALE_ERROR_NOT_FOUND,
