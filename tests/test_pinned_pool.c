@@ -29,6 +29,16 @@ static metrale_context_t* open_failing_at(int pool_on, const char* n) {
   return ctx;
 }
 
+/* Skips the case (closing ctx) unless the hook above is there. */
+static void require_fail_hook(metrale_context_t* ctx) {
+  if (!mt_is_host(ctx)) {
+    mt_close(ctx);
+    print_message("skip: counts backend calls with METRALE_TEST_HOST_FAIL_PINNED, a host-backend "
+                  "test hook\n");
+    skip();
+  }
+}
+
 static int ctx_pinned(metrale_context_t* ctx, const void* p, size_t bytes) {
   int yes = -1;
   MT_OK(metrale_host_is_pinned(ctx, p, bytes, &yes));
@@ -142,7 +152,7 @@ static void check_backend_calls(metrale_context_t* ctx, int pool_on) {
 static void hit_makes_no_backend_call(void** state) {
   (void)state;
   metrale_context_t* ctx = open_failing_at(1, "2");
-  mt_require_host(ctx);
+  require_fail_hook(ctx);
   check_backend_calls(ctx, 1);
   mt_close(ctx);
 }
@@ -150,7 +160,7 @@ static void hit_makes_no_backend_call(void** state) {
 static void pool_off_by_option(void** state) {
   (void)state;
   metrale_context_t* ctx = open_failing_at(0, "2");
-  mt_require_host(ctx);
+  require_fail_hook(ctx);
   check_backend_calls(ctx, 0);
   mt_close(ctx);
 }
@@ -160,7 +170,7 @@ static void pool_off_by_env(void** state) {
   setenv("METRALE_PINNED_POOL", "0", 1);
   metrale_context_t* ctx = open_failing_at(1, "2"); /* the environment overrides */
   unsetenv("METRALE_PINNED_POOL");
-  mt_require_host(ctx);
+  require_fail_hook(ctx);
   check_backend_calls(ctx, 0);
   mt_close(ctx);
 }
