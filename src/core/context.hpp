@@ -80,6 +80,8 @@ struct metrale_context {
   // are untouched. Logs a debug line when it freed any. Thread-safe; no
   // fault check (teardown uses it).
   size_t pinned_pool_trim(size_t keep_bytes);
+  // Hits, misses, cached bytes and blocks of the pinned pool. Thread-safe.
+  metrale::core::PinnedCache::Stats pinned_pool_stats() const { return pinned_cache_.stats(); }
 
   // --- ledger queries (ledger_queries.cpp) ---
   size_t live_bytes() const { return ledger_.live_bytes(); }

@@ -132,7 +132,7 @@ void PinnedCache::adopt(void* ptr, size_t bytes) {
   ++stats_.live_blocks;
 }
 
-bool PinnedCache::put(void* ptr, std::vector<Block>* evicted) {
+bool PinnedCache::put(void* ptr, std::vector<Block>* evicted) noexcept {
   if (budget_ == 0) return false;
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = nodes_.find(reinterpret_cast<uintptr_t>(ptr));
@@ -142,8 +142,13 @@ bool PinnedCache::put(void* ptr, std::vector<Block>* evicted) {
   // Oldest first, never the block just cached: its class fits the budget.
   while (stats_.cached_bytes > budget_ && oldest_ != nullptr) {
     Node* old = oldest_;
-    // Handed over before unlinking: a throwing push_back leaves it cached.
-    evicted->push_back({reinterpret_cast<void*>(old->base), old->block});
+    // Handed over before unlinking. Without memory for the list the cache
+    // stays over budget until the next put or trim: never a lost block.
+    try {
+      evicted->push_back({reinterpret_cast<void*>(old->base), old->block});
+    } catch (...) {
+      break;
+    }
     unlink_cached(old);
     nodes_.erase(old->base);
   }

@@ -78,8 +78,9 @@ class PinnedCache {
   // A live block the caller freed. True: the cache keeps it. False: it is
   // not a block of the cache (bypassed or never adopted); the caller frees
   // it. Blocks the budget pushes out, oldest first, are appended to
-  // *evicted; the caller frees them (outside any lock of its own).
-  bool put(void* ptr, std::vector<Block>* evicted);
+  // *evicted; the caller frees them (outside any lock of its own). Never
+  // throws (without memory for *evicted it evicts later).
+  bool put(void* ptr, std::vector<Block>* evicted) noexcept;
 
   // Removes cached blocks, oldest first, until at most keep_bytes stay
   // cached, and returns them for the caller to free. Live blocks stay.

@@ -49,13 +49,7 @@ void* metrale_context::host_alloc_pinned(size_t bytes) {
     if (registered) pinned_.remove(p, PinKind::Allocated);
     // Back to the cache when it takes the block, else to the backend.
     std::vector<PinnedCache::Block> evicted;
-    bool kept = false;
-    try {
-      kept = pinned_cache_.put(p, &evicted);
-    } catch (...) {
-      // Not cached: freed below.
-    }
-    if (!kept) {
+    if (!pinned_cache_.put(p, &evicted)) {
       try {
         backend_->host_free_pinned(p);
       } catch (...) {
