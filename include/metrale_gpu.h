@@ -673,9 +673,11 @@ metrale_status_t metrale_alloc_arena(metrale_context_t* ctx, size_t bytes, metra
 metrale_status_t metrale_free_arena(metrale_context_t* ctx, metrale_devptr_t dptr);
 
 /** Page-locked host memory, mapped for the device. INVALID_ARGUMENT for
- *  bytes 0; OUT_OF_MEMORY (a size the driver refuses leaves the pinned pool
- *  as it was). The caller frees it with metrale_host_free_pinned; the
- *  contents are undefined (a reused block holds what it held before).
+ *  bytes 0; OUT_OF_MEMORY when the driver refuses it (for a size the
+ *  pinned pool caches, after the pool gave its cached blocks back and
+ *  tried once more; a larger size leaves the pool as it was). The caller
+ *  frees it with metrale_host_free_pinned; the contents are undefined (a
+ *  reused block holds what it held before).
  *  With opts.pinned_pool on (the default; METRALE_PINNED_POOL=0 turns it
  *  off) a request is rounded up to its size class, and a block of that
  *  class freed earlier in this context is handed out again without a
@@ -690,9 +692,10 @@ metrale_status_t metrale_host_alloc_pinned(metrale_context_t* ctx, size_t bytes,
  *  cached blocks go back to the driver; all of them at context destroy
  *  and at metrale_pool_trim), yet to this context it is gone exactly as a
  *  driver-freed block: metrale_host_is_pinned answers 0, a device pointer
- *  NOT_FOUND, a second free NOT_FOUND, a copy from a stale pointer into it
- *  is a pageable copy, and checked pointers refuse its device address;
- *  other contexts answer the same (rule 7). Thread-safe. */
+ *  NOT_FOUND, a second free NOT_FOUND, checked pointers refuse its device
+ *  address, and copies treat a stale pointer into it as pageable memory;
+ *  other contexts answer the same (rule 7). Using a freed block is a use
+ *  after free as ever: the pool may hand it out again. Thread-safe. */
 metrale_status_t metrale_host_free_pinned(metrale_context_t* ctx, void* hptr);
 /** Page-locks the caller's memory [hptr, hptr+bytes). INVALID_ARGUMENT for
  *  NULL, bytes 0, or a range overlapping one already pinned (a stale

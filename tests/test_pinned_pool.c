@@ -175,6 +175,29 @@ static void pool_off_by_env(void** state) {
   mt_close(ctx);
 }
 
+/* Out of pinned memory (the hook's 2nd backend call) with a block cached:
+ * the cache goes back to the backend and the allocation is tried again. */
+static void oom_gives_the_cache_back_and_retries(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_failing_at(1, "2");
+  require_fail_hook(ctx);
+  void *small = NULL, *big = NULL;
+  MT_OK(metrale_host_alloc_pinned(ctx, 64 * 1024, &small));
+  MT_OK(metrale_host_free_pinned(ctx, small));
+  MT_OK(metrale_host_alloc_pinned(ctx, MIB, &big)); /* 2nd call fails, 3rd succeeds */
+  memset(big, 0x55, MIB);
+  void* again = NULL;
+  MT_OK(metrale_host_alloc_pinned(ctx, 64 * 1024, &again)); /* a miss now: cache was freed */
+  MT_OK(metrale_host_free_pinned(ctx, again));
+  MT_OK(metrale_host_free_pinned(ctx, big));
+  mt_close(ctx);
+  /* Nothing cached: the failure is the caller's. */
+  ctx = open_failing_at(1, "1");
+  MT_STATUS(metrale_host_alloc_pinned(ctx, MIB, &big), METRALE_ERROR_OUT_OF_MEMORY);
+  MT_MESSAGE_HAS("METRALE_TEST_HOST_FAIL_PINNED");
+  mt_close(ctx);
+}
+
 /* The budget is 256 MiB of cached blocks: the fifth 64 MiB block pushes the
  * oldest out to the backend. The four kept come back newest first without
  * a backend call; the next one needs the backend (its 6th call fails). */
@@ -379,6 +402,7 @@ int main(void) {
       cmocka_unit_test(pool_off_by_option),
       cmocka_unit_test(pool_off_by_env),
       cmocka_unit_test(budget_overflow_frees_oldest),
+      cmocka_unit_test(oom_gives_the_cache_back_and_retries),
       cmocka_unit_test(destroy_frees_cached_blocks),
       cmocka_unit_test(bad_sizes_do_not_touch_the_cache),
       cmocka_unit_test(copies_through_reused_and_stale_blocks),

@@ -234,6 +234,10 @@ struct metrale_context {
   // timing is dropped (caps of KernelTimer; counted in timings_dropped).
   bool begin_timing(metrale::core::KernelObj* kern, metrale::core::StreamObj* st, size_t* row, EventHandle* start);
   void release_everything() noexcept;
+  // A backend pinned block for a request of bytes (its class when cached);
+  // on OUT_OF_MEMORY for a cacheable size with blocks cached, frees the
+  // pinned pool's cache and retries once (pinned_memory.cpp).
+  void* fresh_pinned_block(size_t bytes);
   // Backend frees of blocks the pinned pool let go; returns bytes freed.
   size_t free_pinned_blocks(const std::vector<metrale::core::PinnedCache::Block>& blocks) noexcept;
 

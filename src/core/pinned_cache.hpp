@@ -61,6 +61,10 @@ class PinnedCache {
   // 16 KiB, then four classes per power of two. Pure.
   static size_t class_size(size_t bytes);
 
+  // True when a block for a request of bytes may be cached: the cache is
+  // on and the class fits the budget.
+  bool cacheable(size_t bytes) const;
+
   // The size the backend should allocate for a request of bytes: its class
   // when the cache may keep the block, else bytes itself (cache off, 0, or
   // a class larger than the budget: such blocks bypass the cache).
@@ -113,7 +117,6 @@ class PinnedCache {
   };
 
   static unsigned class_index(size_t class_bytes);
-  bool cacheable(size_t bytes) const;
   void link_cached(Node* n);    // newest in its class and in age
   void unlink_cached(Node* n);  // out of both lists
 

@@ -33,9 +33,7 @@ void* metrale_context::host_alloc_pinned(size_t bytes) {
   // the block can serve any request of its class later.
   void* p = pinned_cache_.take(bytes);
   const bool reused = p != nullptr;
-  if (!reused) {
-    p = device([&] { return backend_->host_alloc_pinned(pinned_cache_.block_bytes(bytes)); });
-  }
+  if (!reused) p = fresh_pinned_block(bytes);
   bool registered = false;
   try {
     if (!reused) pinned_cache_.adopt(p, bytes);
@@ -63,6 +61,23 @@ void* metrale_context::host_alloc_pinned(size_t bytes) {
     metrale::core::log().debug("host_alloc_pinned {}", human_bytes(bytes));
   }
   return p;
+}
+
+// Out of pinned memory while the pool caches some: give the cache back and
+// try once more (page-locked memory is what the cache holds). Only for a
+// size the pool itself would cache: a request past the budget (a huge or
+// absurd size) fails without emptying the cache of its recurring sizes.
+void* metrale_context::fresh_pinned_block(size_t bytes) {
+  const size_t block = pinned_cache_.block_bytes(bytes);
+  try {
+    return device([&] { return backend_->host_alloc_pinned(block); });
+  } catch (const Error& e) {
+    if (e.status() != METRALE_ERROR_OUT_OF_MEMORY || !pinned_cache_.cacheable(bytes) ||
+        pinned_pool_trim(0) == 0) {
+      throw;
+    }
+  }
+  return device([&] { return backend_->host_alloc_pinned(block); });
 }
 
 void metrale_context::host_free_pinned(void* ptr) {
