@@ -7,12 +7,12 @@
 # On a machine with an NVIDIA driver: configures BUILD_DIR with
 # -Dkernels=enabled when needed (a fresh one also with -Dtests=false), builds,
 # runs bench_alloc, bench_launch, bench_graph, bench_copy, bench_redzone,
-# bench_pool and bench_ledger (host backend), then the anchors: PyTorch's
-# caching allocator from C++ (built here against python3's torch package,
-# with common/alloc_trace for the pool trace) and torch/CuPy from Python.
-# A part that cannot run leaves a "skipped" entry saying why.
-# Without a driver it runs bench_ledger and bench_pool on the host backend
-# (bench_pool with fewer repeats) and says so.
+# bench_pool, bench_ledger (host backend) and bench_pinned, then the anchors:
+# PyTorch's caching allocator from C++ (built here against python3's torch
+# package, with common/alloc_trace for the pool trace) and torch/CuPy from
+# Python. A part that cannot run leaves a "skipped" entry saying why.
+# Without a driver it runs bench_ledger, bench_pinned and bench_pool on the
+# host backend (bench_pool with fewer repeats) and says so.
 # BENCH_LABEL names the machine in the results (e.g. "2-core CI machine");
 # BENCH_GIT_COMMIT gives the commit where the tree has no .git.
 set -uo pipefail
@@ -48,7 +48,7 @@ else
   if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" -Dtests=false || exit 1
   fi
-  ninja -C "$build" bench/bench_ledger bench/bench_ledger_core bench/bench_pool_core || exit 1
+  ninja -C "$build" bench/bench_ledger bench/bench_ledger_core bench/bench_pool_core bench/bench_pinned || exit 1
   # bench_pool is built only where cuda.h was found (for its raw anchors).
   pool_why="not built: meson found no cuda.h (bench_pool takes its types for the raw anchors)"
   if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^bench/bench_pool:'; then
@@ -106,6 +106,7 @@ if [ "$have_gpu" = 1 ]; then
   run_part bench_ledger "$build/bench/bench_ledger" host
   run_part bench_ledger_core "$build/bench/bench_ledger_core"
   run_part bench_pool_core "$build/bench/bench_pool_core"
+  run_part bench_pinned "$build/bench/bench_pinned" cuda
 
   # Anchor: PyTorch's caching allocator from C++, built against python3's torch.
   torch_exe="$build/bench/torch_alloc"
@@ -155,6 +156,7 @@ else
     python3 -c 'import json,sys; json.dump({"program":"bench_pool","meta":{},"results":[],"skipped":[{"what":"whole program","why":sys.argv[2]}]},open(sys.argv[1],"w"))' "$work/bench_pool.json" "$pool_why"
     frags+=("$work/bench_pool.json")
   fi
+  run_part bench_pinned "$build/bench/bench_pinned" host
 fi
 
 slug=$(printf '%s' "$gpu" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-*//; s/-*$//')

@@ -49,7 +49,7 @@
  *   METRALE_STAGING_BUFFER=<bytes>    bytes of one staging buffer
  *   METRALE_STAGING_BUFFERS=<n>       staging buffers in the ring (>= 2)
  *   METRALE_STAGING_THREADS=<n>       memcpy workers per staged copy (>= 1)
- *   METRALE_PINNED_POOL=0|1           cache freed pinned host blocks
+ *   METRALE_PINNED_POOL=0|1           cache freed pinned host blocks (default 1)
  *   METRALE_NVTX=0|1                  describe pooled blocks to a tool through
  *                                     NVTX (compute-sanitizer); unset: when
  *                                     a tool is attached, 1: always, 0: never;
@@ -62,6 +62,13 @@
  *                                     METRALE_ERROR_DRIVER (0 = never); for
  *                                     suites that check what a failed driver
  *                                     free leaves behind. Not for production.
+ *   METRALE_TEST_HOST_FAIL_PINNED=<n> test hook, host backend only: the n-th
+ *                                     pinned host allocation the backend
+ *                                     makes for each context created while
+ *                                     it is set fails with OUT_OF_MEMORY
+ *                                     (0 = never); shows which calls the
+ *                                     pinned pool serves without a backend
+ *                                     call. Not for production.
  */
 
 /*
@@ -196,7 +203,8 @@
  *    and a bad one gets a status within the call, never a hang, a crash, a
  *    wrapped computation or memory that grows without bound.
  *    - Numeric environment variables (METRALE_DEVICE, METRALE_REDZONE,
- *      METRALE_REDZONE_MIN_IDX, METRALE_TEST_HOST_FAIL_FREE) accept ASCII
+ *      METRALE_REDZONE_MIN_IDX, METRALE_TEST_HOST_FAIL_FREE,
+ *      METRALE_TEST_HOST_FAIL_PINNED) accept ASCII
  *      digits only, up to the field's maximum: " 5", "-1", " -1", "+5",
  *      "1x", "0x10" and values past the maximum are INVALID_ARGUMENT at
  *      metrale_context_create, the message naming the variable. Booleans
@@ -226,6 +234,10 @@
  *    cuda backend asks the driver (cuPointerGetAttributes: memory type host,
  *    followed across allocations) and the host backend its process-wide
  *    record of pinned ranges. A range is pinned only when all its bytes are.
+ *    The exception is what a pinned pool holds (opts.pinned_pool): a block
+ *    freed into it, and the bytes of a block past those asked, are not
+ *    pinned to any context of the process, though the driver keeps them
+ *    page-locked.
  *    This decides metrale_host_is_pinned, metrale_host_device_pointer and
  *    whether metrale_copy_h2d_async must wait before returning (a pinned
  *    source is read by DMA after the call). The driver is also the judge
@@ -507,7 +519,14 @@ typedef struct metrale_context_options {
   uint32_t staging_threads;      /* host memcpy workers per copy (>= 1); default
                                     METRALE_STAGING_DEFAULT_THREADS */
   int pinned_pool;               /* default 1: metrale_host_alloc_pinned reuses
-                                    freed pinned blocks of recurring sizes */
+                                    freed pinned blocks of recurring sizes
+                                    (size classes: 4 KiB multiples up to
+                                    16 KiB, then 4 per power of two; whole
+                                    blocks, no splitting); at most 256 MiB
+                                    stay cached, the oldest freed go back to
+                                    the driver beyond that, and a request
+                                    above 256 MiB is never cached; 0: every
+                                    call is cuMemHostAlloc / cuMemFreeHost */
 } metrale_context_options_t;
 
 /* ------------------------------------------------------------------ */
@@ -717,9 +736,12 @@ metrale_status_t metrale_pool_stats(metrale_context_t* ctx, metrale_pool_stats_t
 
 /** Gives cached free chunks back to the driver, largest first, until at
  *  most keep_bytes stay cached; blocks in use are never touched. Waits for
- *  the events of frees still pending on other streams. *released (may be
- *  NULL) gets the bytes given back. With the pool off: *released = 0.
- *  CONTEXT_LOST, DRIVER. Thread-safe. */
+ *  the events of frees still pending on other streams. Also frees every
+ *  pinned host block metrale_host_alloc_pinned's cache holds (keep_bytes
+ *  applies to device memory only). *released (may be NULL) gets the bytes
+ *  given back, both kinds. With the pool off only the pinned cache is
+ *  freed. Quarantined blocks stay quarantined. CONTEXT_LOST, DRIVER.
+ *  Thread-safe. */
 metrale_status_t metrale_pool_trim(metrale_context_t* ctx, size_t keep_bytes, size_t* released);
 
 /** Device memory that is never on the ledger and has no red zone: for
@@ -728,13 +750,34 @@ metrale_status_t metrale_alloc_arena(metrale_context_t* ctx, size_t bytes, metra
 /** Frees what metrale_alloc_arena gave. 0 is OK; NOT_FOUND otherwise unknown. */
 metrale_status_t metrale_free_arena(metrale_context_t* ctx, metrale_devptr_t dptr);
 
-/** Page-locked host memory. INVALID_ARGUMENT for bytes 0; OUT_OF_MEMORY.
- *  The caller frees it with metrale_host_free_pinned. */
+/** Page-locked host memory, mapped for the device. INVALID_ARGUMENT for
+ *  bytes 0; OUT_OF_MEMORY when the driver refuses it (for a size the
+ *  pinned pool caches, after the pool gave its cached blocks back and
+ *  tried once more; a larger size leaves the pool as it was). The caller
+ *  frees it with metrale_host_free_pinned; the contents are undefined (a
+ *  reused block holds what it held before).
+ *  With opts.pinned_pool on (the default; METRALE_PINNED_POOL=0 turns it
+ *  off) a request is rounded up to its size class, and a block of that
+ *  class freed earlier in this context is handed out again without a
+ *  driver call; a miss allocates the whole class. Only the bytes asked are
+ *  the caller's: past them metrale_host_is_pinned answers 0 and
+ *  metrale_host_device_pointer NOT_FOUND, as without the pool.
+ *  Thread-safe. */
 metrale_status_t metrale_host_alloc_pinned(metrale_context_t* ctx, size_t bytes, void** out);
-/** NULL is OK; NOT_FOUND for a pointer not from metrale_host_alloc_pinned. */
+/** NULL is OK; NOT_FOUND for a pointer not from metrale_host_alloc_pinned
+ *  of this context, or already freed. With the pinned pool on the block
+ *  stays page-locked in the pool (up to 256 MiB cached; beyond, the oldest
+ *  cached blocks go back to the driver; all of them at context destroy
+ *  and at metrale_pool_trim), yet to this context it is gone exactly as a
+ *  driver-freed block: metrale_host_is_pinned answers 0, a device pointer
+ *  NOT_FOUND, a second free NOT_FOUND, checked pointers refuse its device
+ *  address, and copies treat a stale pointer into it as pageable memory;
+ *  other contexts answer the same (rule 7). Using a freed block is a use
+ *  after free as ever: the pool may hand it out again. Thread-safe. */
 metrale_status_t metrale_host_free_pinned(metrale_context_t* ctx, void* hptr);
 /** Page-locks the caller's memory [hptr, hptr+bytes). INVALID_ARGUMENT for
- *  NULL, bytes 0, or a range overlapping one already pinned. */
+ *  NULL, bytes 0, or a range overlapping one already pinned (a stale
+ *  pointer into a block freed into the pinned pool included). */
 metrale_status_t metrale_host_register(metrale_context_t* ctx, void* hptr, size_t bytes);
 /** Undoes metrale_host_register; NOT_FOUND for a pointer not registered. */
 metrale_status_t metrale_host_unregister(metrale_context_t* ctx, void* hptr);

@@ -136,6 +136,7 @@ void metrale_context::release_everything() noexcept {
     for (const auto& kv : arenas_) quietly([&] { backend_->mem_free(kv.first); });
     arenas_.clear();
   }
+  quietly([&] { pinned_pool_trim(0); });  // cached pinned blocks
   for (const auto& r : pinned_.all()) {
     void* p = reinterpret_cast<void*>(r.base);
     if (r.kind == metrale::core::PinKind::Allocated) {

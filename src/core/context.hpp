@@ -28,6 +28,7 @@
 #include "core/ledger.hpp"
 #include "core/modules.hpp"
 #include "core/pad_mirror.hpp"
+#include "core/pinned_cache.hpp"
 #include "core/pinned_registry.hpp"
 #include "core/quarantine.hpp"
 #include "core/pool/backend_chunk_source.hpp"
@@ -88,6 +89,14 @@ struct metrale_context {
   void host_unregister(void* ptr);
   bool host_is_pinned(const void* ptr, size_t bytes) const;
   DevPtr host_device_pointer(void* ptr);
+  // Frees cached pinned blocks, oldest first, until at most keep_bytes stay
+  // cached (pinned_memory.cpp); returns the bytes given back to the backend
+  // (a block whose free fails is dropped, logged, not counted). Live blocks
+  // are untouched. Logs a debug line when it freed any. Thread-safe; no
+  // fault check (teardown uses it).
+  size_t pinned_pool_trim(size_t keep_bytes);
+  // Hits, misses, cached bytes and blocks of the pinned pool. Thread-safe.
+  metrale::core::PinnedCache::Stats pinned_pool_stats() const { return pinned_cache_.stats(); }
 
   // --- ledger queries (ledger_queries.cpp) ---
   size_t live_bytes() const { return ledger_.live_bytes(); }
@@ -317,6 +326,12 @@ struct metrale_context {
   // timing is dropped (caps of KernelTimer; counted in timings_dropped).
   bool begin_timing(metrale::core::KernelObj* kern, metrale::core::StreamObj* st, size_t* row, EventHandle* start);
   void release_everything() noexcept;
+  // A backend pinned block for a request of bytes (its class when cached);
+  // on OUT_OF_MEMORY for a cacheable size with blocks cached, frees the
+  // pinned pool's cache and retries once (pinned_memory.cpp).
+  void* fresh_pinned_block(size_t bytes);
+  // Backend frees of blocks the pinned pool let go; returns bytes freed.
+  size_t free_pinned_blocks(const std::vector<metrale::core::PinnedCache::Block>& blocks) noexcept;
 
   metrale_context_options_t opts_;
   std::unique_ptr<metrale::backend::Backend> backend_;
@@ -326,6 +341,9 @@ struct metrale_context {
   std::atomic<uint64_t> seq_{0};    // red-zone index: metrale_alloc calls only
   std::unique_ptr<metrale::core::BoundsIndex> bounds_;  // checked pointers only
   metrale::core::PinnedRegistry pinned_;
+  // Freed pinned blocks kept for reuse (opts_.pinned_pool; opts_ is set first).
+  metrale::core::PinnedCache pinned_cache_{
+      opts_.pinned_pool != 0 ? metrale::core::PinnedCache::kDefaultBudget : 0};
   std::mutex arenas_mutex_;
   std::unordered_map<DevPtr, size_t> arenas_;
   std::unique_ptr<metrale::core::Modules> modules_;

@@ -42,8 +42,11 @@ void metrale_context::pool_stats(metrale_pool_stats_t* out) const {
   *out = s;
 }
 
+// The device pool down to keep_bytes, and the pinned host cache emptied
+// (its blocks are page-locked host memory nobody uses until a reuse).
 size_t metrale_context::pool_trim(size_t keep_bytes) {
   fault_.check();
-  if (!pool_) return 0;
-  return device([&] { return pool_->trim(keep_bytes); });
+  size_t released = pinned_pool_trim(0);
+  if (pool_) released += device([&] { return pool_->trim(keep_bytes); });
+  return released;
 }

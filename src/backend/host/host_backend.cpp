@@ -19,6 +19,12 @@ HostBackend::HostBackend() : physical_memory_(physical_memory_bytes()) {
   if (v != nullptr && *v != '\0') {
     fail_free_at_ = parse_env_number("METRALE_TEST_HOST_FAIL_FREE", v, UINT64_MAX);
   }
+  // Likewise for pinned allocations: shows which calls the pinned pool
+  // serves without the backend.
+  v = std::getenv("METRALE_TEST_HOST_FAIL_PINNED");
+  if (v != nullptr && *v != '\0') {
+    fail_pinned_at_ = parse_env_number("METRALE_TEST_HOST_FAIL_PINNED", v, UINT64_MAX);
+  }
 }
 
 // Core frees what it allocated before destroying the backend; whatever is

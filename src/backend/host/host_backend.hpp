@@ -100,6 +100,10 @@ class HostBackend final : public Backend {
   // this backend fails with DRIVER and frees nothing (0: never).
   uint64_t fail_free_at_ = 0;
   std::atomic<uint64_t> free_calls_{0};
+  // Test hook METRALE_TEST_HOST_FAIL_PINNED=<n>: the n-th host_alloc_pinned
+  // call of this backend fails with OUT_OF_MEMORY (0: never).
+  uint64_t fail_pinned_at_ = 0;
+  std::atomic<uint64_t> pinned_calls_{0};
   HandleCounter handles_;
   FaultLatch fault_;
   RegionMap regions_;

@@ -78,6 +78,12 @@ void HostBackend::mem_free(DevPtr ptr) {
 }
 
 void* HostBackend::host_alloc_pinned(size_t bytes) {
+  if (fail_pinned_at_ != 0 && pinned_calls_.fetch_add(1) + 1 == fail_pinned_at_) {
+    fail(METRALE_ERROR_OUT_OF_MEMORY, "host backend: host_alloc_pinned of " + std::to_string(bytes) +
+                                          " bytes failed: injected by "
+                                          "METRALE_TEST_HOST_FAIL_PINNED=" +
+                                          std::to_string(fail_pinned_at_) + " (a test hook)");
+  }
   const DevPtr base = allocate_owned(bytes, nullptr, RegionKind::Pinned);
   ProcessPins::instance().add(base, bytes, this);
   return reinterpret_cast<void*>(base);
