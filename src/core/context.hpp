@@ -29,6 +29,7 @@
 #include "core/modules.hpp"
 #include "core/pinned_registry.hpp"
 #include "core/scan_fence.hpp"
+#include "core/staging/stager.hpp"
 #include "core/telemetry.hpp"
 #include "metrale_gpu.h"
 
@@ -208,6 +209,10 @@ struct metrale_context {
   void enqueue_h2d(const void* src, size_t bytes, DevPtr dst, metrale::core::StreamObj* st, bool snapshot);
   void enqueue_d2h(DevPtr src, void* dst, size_t bytes, metrale::core::StreamObj* st);
   void enqueue_d2d(DevPtr src, DevPtr dst, size_t bytes, metrale::core::StreamObj* st);
+  // Pinned staging of a large pageable copy (copy.cpp, core/staging): true
+  // when it was staged and counted; false, nothing done, for a direct copy.
+  bool stage_h2d(const void* src, size_t bytes, DevPtr dst, metrale::core::StreamObj* st);
+  bool stage_d2h(DevPtr src, void* dst, size_t bytes, metrale::core::StreamObj* st);
   void trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t b, uint64_t c);
   void fill_pads(const std::vector<metrale::backend::Range>& pads);
   void launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
@@ -252,6 +257,7 @@ struct metrale_context {
   metrale::core::KernelTimer timer_;
   metrale::core::ScanFence scan_fence_;
   std::atomic<bool> warned_pinned_source_{false};
+  metrale::core::staging::Stager staging_{opts_};  // released in release_everything
 };
 
 namespace metrale::core {
