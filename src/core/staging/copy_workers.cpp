@@ -1,11 +1,12 @@
-// CopyWorkers: a job goes to every worker at once; each copies its part (or
-// nothing when the copy has fewer parts) and reports back. Between the pieces
-// of one staged copy the workers spin briefly so that the next piece does not
-// pay a futex wake-up; after that they sleep on a condition variable.
+// CopyWorkers: the caller hands parts 1..n-1 of a copy to n-1 workers through
+// their own mailboxes, copies part 0 itself and waits for the others. Between
+// the pieces of one staged copy the workers spin briefly so that the next
+// piece does not pay a futex wake-up; after that they sleep.
 #include "core/staging/copy_workers.hpp"
 
 #include <chrono>
 #include <cstring>
+#include <system_error>
 
 namespace metrale::core::staging {
 
@@ -36,22 +37,28 @@ bool spin_until(Pred pred) {
 CopyWorkers::CopyWorkers(unsigned threads) : threads_(threads == 0 ? 1 : threads) {}
 
 CopyWorkers::~CopyWorkers() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+  for (auto& slot : slots_) {
+    {
+      std::lock_guard<std::mutex> lock(slot->mutex);
+      slot->stop = true;
+    }
+    slot->wake.notify_one();
   }
-  wake_.notify_all();
   for (std::thread& t : pool_) t.join();
 }
 
 void CopyWorkers::start_locked() {
   if (!pool_.empty() || threads_ == 1) return;
-  pool_.reserve(threads_ - 1);
   // A thread that cannot be started leaves the pool smaller; copy() splits
   // over the threads it has.
   try {
-    for (unsigned i = 1; i < threads_; ++i) pool_.emplace_back([this, i] { worker_main(i); });
+    for (unsigned i = 1; i < threads_; ++i) {
+      slots_.push_back(std::make_unique<Slot>());
+      Slot* slot = slots_.back().get();
+      pool_.emplace_back([this, slot] { worker_main(slot); });
+    }
   } catch (const std::system_error&) {
+    slots_.resize(pool_.size());
   }
 }
 
@@ -74,41 +81,51 @@ void CopyWorkers::copy(void* dst, const void* src, size_t bytes) {
     return;
   }
   // Parts are whole pages (but the last) so that no two threads write the
-  // same cache line or page.
+  // same cache line or page; rounding may leave fewer parts.
   constexpr size_t kPage = 4096;
   size_t part = (bytes + parts - 1) / parts;
   part = (part + kPage - 1) & ~(kPage - 1);
-  Job job{static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes, part};
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = job;
-    remaining_.store(static_cast<unsigned>(pool_.size()), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+  parts = (bytes + part - 1) / part;
+  Job job{static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes, part, 0};
+  remaining_.store(static_cast<unsigned>(parts - 1), std::memory_order_relaxed);
+  for (unsigned i = 1; i < parts; ++i) {
+    Slot& slot = *slots_[i - 1];
+    {
+      // The worker reads job only after it saw seq move, and has finished
+      // with the previous one (remaining_ reached 0 before this copy began).
+      std::lock_guard<std::mutex> lock(slot.mutex);
+      slot.job = job;
+      slot.job.index = i;
+      slot.seq.fetch_add(1, std::memory_order_release);
+    }
+    slot.wake.notify_one();
   }
-  wake_.notify_all();
   copy_part(job, 0);
   auto finished = [&] { return remaining_.load(std::memory_order_acquire) == 0; };
   if (!spin_until(finished)) {
-    std::unique_lock<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(done_mutex_);
     done_.wait(lock, finished);
   }
 }
 
-void CopyWorkers::worker_main(unsigned index) {
+void CopyWorkers::worker_main(Slot* slot) {
   uint64_t seen = 0;
   for (;;) {
-    auto fresh = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    auto fresh = [&] { return slot->seq.load(std::memory_order_acquire) != seen; };
+    Job job;
     if (!spin_until(fresh)) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || fresh(); });
-      if (stop_) return;
+      std::unique_lock<std::mutex> lock(slot->mutex);
+      slot->wake.wait(lock, [&] { return slot->stop || fresh(); });
+      if (slot->stop) return;
     }
-    seen = generation_.load(std::memory_order_acquire);
-    // job_ was written before the generation was published, and is not
-    // rewritten until every worker (this one included) has reported.
-    copy_part(job_, index);
+    {
+      std::lock_guard<std::mutex> lock(slot->mutex);
+      seen = slot->seq.load(std::memory_order_relaxed);
+      job = slot->job;
+    }
+    copy_part(job, job.index);
     if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<std::mutex> lock(done_mutex_);
       done_.notify_one();
     }
   }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -39,28 +40,35 @@ class CopyWorkers {
     unsigned char* dst = nullptr;
     const unsigned char* src = nullptr;
     size_t bytes = 0;
-    size_t part = 0;  // bytes per part (the last one may be shorter)
+    size_t part = 0;    // bytes per part (the last one may be shorter)
+    unsigned index = 0;  // which part this worker copies
+  };
+
+  // One worker's mailbox: the caller writes job, then bumps seq (release);
+  // the worker copies its part and decrements remaining_. Only the workers a
+  // copy needs are woken, so a copy in 2 parts never wakes the 7 others.
+  struct Slot {
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::atomic<uint64_t> seq{0};
+    Job job;
+    bool stop = false;  // under mutex
   };
 
   void start_locked();  // under run_mutex_
-  void worker_main(unsigned index);
+  void worker_main(Slot* slot);
   static void copy_part(const Job& job, unsigned index);
 
   const unsigned threads_;
-  std::mutex run_mutex_;             // one copy at a time
-  std::vector<std::thread> pool_;    // threads_ - 1 of them, once started
+  std::mutex run_mutex_;                      // one copy at a time
+  std::vector<std::unique_ptr<Slot>> slots_;  // threads_ - 1, once started
+  std::vector<std::thread> pool_;
 
-  // Hand-off between the caller and the workers. A job is published by
-  // bumping generation_ (release) after writing job_; every worker answers
-  // every generation by decrementing remaining_, so job_ is never rewritten
-  // while a worker may still read it.
-  std::mutex mutex_;
-  std::condition_variable wake_;  // workers wait here for a new generation
-  std::condition_variable done_;  // the caller waits here for remaining_ == 0
-  Job job_;
-  std::atomic<uint64_t> generation_{0};
+  // Parts still being copied by workers; the last one to finish wakes the
+  // caller if it went to sleep.
   std::atomic<unsigned> remaining_{0};
-  bool stop_ = false;  // under mutex_
+  std::mutex done_mutex_;
+  std::condition_variable done_;
 };
 
 }  // namespace metrale::core::staging
