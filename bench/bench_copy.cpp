@@ -2,15 +2,18 @@
 // kind of stream (a non-blocking stream, async call + cuStreamSynchronize,
 // which is what the library's synchronous calls do), plus the legacy
 // synchronous cuMemcpyHtoD/DtoH for reference: 64 B h2d/d2h, the same with
-// checked pointers on, 1 GiB h2d/d2h pinned and pageable, 1 GiB d2d and
-// memset. Every figure includes the wait for the copy to finish.
-// Usage: bench_copy [OUT.json]
+// checked pointers on, 1 GiB h2d/d2h pinned, 1 GiB d2d and memset, and the
+// pageable rows of copy_staging.cpp (1 GiB with pinned staging on and off,
+// 64 KiB .. 16 MiB, the ring/threads sweep). Every figure includes the wait
+// for the copy to finish. Without a GPU only the pageable rows run, on the
+// host backend. Usage: bench_copy [OUT.json]
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "bench_json.hpp"
 #include "bench_stats.hpp"
+#include "copy_staging.hpp"
 #include "gpu_session.hpp"
 
 using namespace bench;
@@ -74,7 +77,10 @@ Case raw_async(const std::string& id, const RawDriver& api, CUstream s,
 int main(int argc, char** argv) {
   Report report("bench_copy");
   GpuSession s;
-  if (!open_gpu_session(&s, &report, "copy")) return report.write(output_path(argc, argv)) ? 0 : 1;
+  if (!open_gpu_session(&s, &report, "copy")) {
+    host_pageable_rows(&report);
+    return report.write(output_path(argc, argv)) ? 0 : 1;
+  }
   const RawDriver& api = s.api;
   metrale_context_t* ctx = s.ctx;
   CUstream rs = s.raw_stream;
@@ -158,7 +164,7 @@ int main(int argc, char** argv) {
       const char* group;
       unsigned char* h;
     };
-    for (Dir d : {Dir{"copy_h2d_1GiB_pinned", pn}, Dir{"copy_h2d_1GiB_pageable", pg}}) {
+    for (Dir d : {Dir{"copy_h2d_1GiB_pinned", pn}}) {
       unsigned char* h = d.h;
       std::string g = d.group;
       std::vector<Case> cases = {
@@ -168,7 +174,7 @@ int main(int argc, char** argv) {
                     "cuMemcpyHtoDAsync")};
       add_rows(&report, run_interleaved(cases, 7, 1, 1), kBig, 1, {g, "raw_async_sync", big, ""});
     }
-    for (Dir d : {Dir{"copy_d2h_1GiB_pinned", pn}, Dir{"copy_d2h_1GiB_pageable", pg}}) {
+    for (Dir d : {Dir{"copy_d2h_1GiB_pinned", pn}}) {
       unsigned char* h = d.h;
       std::string g = d.group;
       std::vector<Case> cases = {
@@ -189,6 +195,19 @@ int main(int argc, char** argv) {
         raw_async("memset_1GiB/raw_async_sync", api, rs,
                   [&api, rs, da] { return api.memsetD8Async(da, 0x5a, kBig, rs); }, "cuMemsetD8Async")};
     add_rows(&report, run_interleaved(ms, 15, 3), kBig, 3, {"memset_1GiB", "raw_async_sync", big, ""});
+    // Pageable copies: the library (pinned staging on and off) against the
+    // raw driver from the same pageable buffer and from the pinned one.
+    PageableSetup ps;
+    ps.report = &report;
+    ps.api = &api;
+    ps.raw_stream = rs;
+    ps.raw_dev = da;
+    ps.pageable = pg;
+    ps.pinned = pn;
+    ps.big = kBig;
+    pageable_big_rows(ps);
+    pageable_size_rows(ps);
+    staging_sweep_rows(ps);
   }
   metrale_host_free_pinned(ctx, pinned);
   metrale_free(ctx, da);

@@ -83,7 +83,8 @@
  *    work is put on a stream, and counters and traces move only once the
  *    backend has taken the work. Exceptions: when the wait of a synchronous
  *    call fails (CONTEXT_LOST, DRIVER) its work was already enqueued and
- *    counted; a failed metrale_alloc has used up a sequence number; a host
+ *    counted; a staged copy (staging_threshold) whose DMA or wait fails
+ *    after its first piece has moved the pieces before it (not counted); a failed metrale_alloc has used up a sequence number; a host
  *    kernel that returns an error (host backend) has run.
  *
  * 2. Handle lifetime.
@@ -481,8 +482,9 @@ typedef struct metrale_kernel_timing {
   double total_ms;
 } metrale_kernel_timing_t;
 
-/** Defaults of the staging options (measured on an H200; see
- *  bench/results). */
+/** Defaults of the staging options (to be set from the H200 rows
+ *  copy_*_1GiB_pageable/staging_* and copy_*_pageable_<size>/ of
+ *  bench_copy; see bench/results). */
 #define METRALE_STAGING_DEFAULT_THRESHOLD (1u << 20)
 #define METRALE_STAGING_DEFAULT_BUFFER_BYTES (4u << 20)
 #define METRALE_STAGING_DEFAULT_BUFFERS 4u
@@ -509,14 +511,23 @@ typedef struct metrale_context_options {
   size_t quarantine_bytes;       /* default 0; with red zones on, freed pooled
                                     blocks are filled and held back up to this
                                     many bytes so a scan sees use after free */
-  size_t staging_threshold;      /* pageable copies of at least this many bytes go
-                                    through pinned staging buffers; 0 = off;
-                                    default METRALE_STAGING_DEFAULT_THRESHOLD */
-  size_t staging_buffer_bytes;   /* bytes of one staging buffer; default
+  size_t staging_threshold;      /* copies of at least this many bytes from or to
+                                    pageable host memory go through pinned
+                                    staging buffers (see "Copies and memsets");
+                                    0 = off; default
+                                    METRALE_STAGING_DEFAULT_THRESHOLD */
+  size_t staging_buffer_bytes;   /* bytes of one staging buffer, the piece one
+                                    DMA moves (4096 .. 4 GiB); default
                                     METRALE_STAGING_DEFAULT_BUFFER_BYTES */
-  uint32_t staging_buffers;      /* staging buffers in the ring (>= 2); default
+  uint32_t staging_buffers;      /* staging buffers in the ring (2 .. 1024;
+                                    buffers x bytes <= 4 GiB); the ring is
+                                    page-locked on the first staged copy and
+                                    freed at context destroy; default
                                     METRALE_STAGING_DEFAULT_BUFFERS */
-  uint32_t staging_threads;      /* host memcpy workers per copy (>= 1); default
+  uint32_t staging_threads;      /* threads that split the host memcpy of each
+                                    piece, the calling thread included (1 .. 64;
+                                    threads - 1 are started on first use and
+                                    live until context destroy); default
                                     METRALE_STAGING_DEFAULT_THREADS */
   int pinned_pool;               /* default 1: metrale_host_alloc_pinned reuses
                                     freed pinned blocks of recurring sizes
@@ -909,7 +920,29 @@ metrale_status_t metrale_redzone_poison(metrale_context_t* ctx, uint64_t lo, uin
  * backend always refuses device ranges outside its own memory with
  * METRALE_ERROR_INVALID_ARGUMENT. Synchronous copies run on the default
  * stream and wait for it; from a host kernel running on the stream they
- * would wait for, they return INVALID_ARGUMENT and copy nothing (rule 5). */
+ * would wait for, they return INVALID_ARGUMENT and copy nothing (rule 5).
+ *
+ * Pinned staging. metrale_copy_h2d, copy_h2d_async, copy_d2h,
+ * copy_d2h_on_stream and copy_d2h_async whose host side is pageable (not
+ * pinned by anyone, rule 7) and at least staging_threshold bytes (context
+ * option, METRALE_STAGING_THRESHOLD; 0 = off) go through the context's ring
+ * of staging_buffers pinned buffers of staging_buffer_bytes: the copy is cut
+ * into pieces of one buffer; the host memcpy of each piece is split over
+ * staging_threads threads and overlaps the DMA of the pieces before it, on
+ * the copy's stream. What each call promises does not change: a
+ * synchronous copy has finished on return; copy_h2d_async has read all of
+ * src on return (its last DMAs may still run; the caller may reuse src);
+ * a staged copy_d2h_async has written dst on return (as the driver's own
+ * pageable D2H does). Counters move as for a direct copy (one copy, its
+ * bytes). Never staged, always one direct copy: pinned host memory,
+ * copy_h2d_async_retained, any copy while its stream captures (the capture
+ * rules of rule 3 apply unchanged), a copy made from inside a host kernel,
+ * a device range the backend cannot vouch for as one allocation (the
+ * direct copy then reports the error), and a copy made while another
+ * thread's staged copy holds the context's ring (one staged copy per
+ * context at a time; the others copy directly rather than wait). If the
+ * ring cannot be page-locked, staging stays off for the context (logged at
+ * debug). */
 
 /** Host to device, synchronous (default stream). CAPTURE, with nothing
  *  recorded, while the default stream captures (rule 3). */

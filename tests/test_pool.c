@@ -328,7 +328,8 @@ static void the_pool_can_be_turned_off(void** state) {
   (void)state;
   metrale_context_options_t o = mt_options();
   o.pool = 0;
-  metrale_context_t* ctx = mt_open(&o);
+  metrale_context_t* ctx = NULL;
+  MT_OK(mt_create_without_pool(&o, &ctx)); /* METRALE_POOL, if set, would win */
   assert_int_equal(mt_pool_on(ctx), 0);
   metrale_devptr_t a = 0;
   MT_OK(metrale_alloc(ctx, 1000, &a));

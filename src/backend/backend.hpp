@@ -84,6 +84,16 @@ class Backend {
   // driver, not core's registry. Pageable memory answers false, never an
   // error; throws only when the driver itself fails (a lost context).
   virtual bool host_range_pinned(const void* ptr, size_t bytes) = 0;
+  // True when [ptr, ptr+bytes) lies inside one allocation a copy may target
+  // (device, managed or mapped host memory), so that a copy core splits into
+  // pieces (pinned staging) cannot fail halfway on a bad range. False when
+  // it does not, or the backend cannot tell: core then copies in one piece
+  // and that copy reports the error. Throws only when the driver fails.
+  virtual bool device_range_known(DevPtr ptr, size_t bytes) {
+    (void)ptr;
+    (void)bytes;
+    return false;
+  }
 
   // --- copies and memsets: enqueued on `stream`, never waited for ---------
   // Reads src when the stream reaches the copy: at every replay when `s` is

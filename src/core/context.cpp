@@ -111,6 +111,7 @@ void metrale_context::release_everything() noexcept {
   };
   quietly([&] { sweep(); });
   if (quarantine_) release_quarantined(quarantine_->drain());
+  if (backend_) staging_.release(*backend_);  // its DMAs finish before its streams go
   // The tables die with the context: no handle of it is found after this.
   for (metrale::core::GraphObj* g : graphs_.live()) {
     quietly([&] { backend_->graph_destroy(g->handle); });

@@ -34,6 +34,7 @@
 #include "core/pool/backend_chunk_source.hpp"
 #include "core/pool/caching_pool.hpp"
 #include "core/scan_fence.hpp"
+#include "core/staging/stager.hpp"
 #include "core/telemetry.hpp"
 #include "metrale_gpu.h"
 
@@ -243,6 +244,10 @@ struct metrale_context {
   void enqueue_h2d(const void* src, size_t bytes, DevPtr dst, metrale::core::StreamObj* st, bool snapshot);
   void enqueue_d2h(DevPtr src, void* dst, size_t bytes, metrale::core::StreamObj* st);
   void enqueue_d2d(DevPtr src, DevPtr dst, size_t bytes, metrale::core::StreamObj* st);
+  // Pinned staging of a large pageable copy (copy.cpp, core/staging): true
+  // when it was staged and counted; false, nothing done, for a direct copy.
+  bool stage_h2d(const void* src, size_t bytes, DevPtr dst, metrale::core::StreamObj* st);
+  bool stage_d2h(DevPtr src, void* dst, size_t bytes, metrale::core::StreamObj* st);
   void trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t b, uint64_t c);
   void fill_pads(const std::vector<metrale::backend::Range>& pads);
   void launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
@@ -373,6 +378,7 @@ struct metrale_context {
   // METRALE_NVTX allows it and a tool listens (mem_annotations_begin): the
   // pool's chunk source annotates chunks and blocks. Set once at create.
   bool annotate_memory_ = false;
+  metrale::core::staging::Stager staging_{opts_};  // released in release_everything
 };
 
 namespace metrale::core {

@@ -95,6 +95,33 @@ void metrale_context::enqueue_d2h(DevPtr src, void* dst, size_t bytes, metrale::
   Counters::bump(counters_.d2h_bytes, bytes);
 }
 
+// Pageable copies of at least staging_threshold bytes go through the pinned
+// staging ring (core/staging), with the same counters as a direct copy. Not
+// staged: pinned memory (the DMA reads it directly), a host kernel calling
+// back in (its stream's work runs nested in this thread), and whatever the
+// Stager declines (range it cannot vouch for, ring busy or unavailable).
+bool metrale_context::stage_h2d(const void* src, size_t bytes, DevPtr dst,
+                                metrale::core::StreamObj* st) {
+  if (!staging_.wants(bytes) || backend_->in_stream_work(0) || host_is_pinned(src, bytes)) {
+    return false;
+  }
+  if (!device([&] { return staging_.h2d(*backend_, dst, src, bytes, st->handle); })) return false;
+  Counters::bump(counters_.h2d_copies);
+  Counters::bump(counters_.h2d_bytes, bytes);
+  return true;
+}
+
+bool metrale_context::stage_d2h(DevPtr src, void* dst, size_t bytes,
+                                metrale::core::StreamObj* st) {
+  if (!staging_.wants(bytes) || backend_->in_stream_work(0) || host_is_pinned(dst, bytes)) {
+    return false;
+  }
+  if (!device([&] { return staging_.d2h(*backend_, dst, src, bytes, st->handle); })) return false;
+  Counters::bump(counters_.d2h_copies);
+  Counters::bump(counters_.d2h_bytes, bytes);
+  return true;
+}
+
 void metrale_context::copy_h2d(const void* src, size_t bytes, DevPtr dst) {
   fault_.check();
   metrale::core::StreamObj* st = default_stream_;
@@ -103,7 +130,7 @@ void metrale_context::copy_h2d(const void* src, size_t bytes, DevPtr dst) {
   check_range(dst, bytes, "destination");
   refuse_if_capturing(st, "copy_h2d");
   refuse_wait_in_own_work(st->handle, "metrale_copy_h2d");
-  enqueue_h2d(src, bytes, dst, st, false);
+  if (!stage_h2d(src, bytes, dst, st)) enqueue_h2d(src, bytes, dst, st, false);
   sync(st->handle, "copy_h2d");
 }
 
@@ -119,18 +146,20 @@ void metrale_context::copy_d2h_on_stream(DevPtr src, void* dst, size_t bytes, me
   check_range(src, bytes, "source");
   refuse_if_capturing(st, "copy_d2h");
   refuse_wait_in_own_work(st->handle, "metrale_copy_d2h");
-  enqueue_d2h(src, dst, bytes, st);
+  if (!stage_d2h(src, dst, bytes, st)) enqueue_d2h(src, dst, bytes, st);
   sync(st->handle, "copy_d2h");
 }
 
 // Allowed while the stream captures: the graph then writes dst at every
-// replay, which the header documents as the caller's choice.
+// replay, which the header documents as the caller's choice. Staged only
+// outside a capture; a staged copy has written dst on return.
 void metrale_context::copy_d2h_async(DevPtr src, void* dst, size_t bytes, metrale_stream* s) {
   fault_.check();
   auto* st = stream_of(s);
   if (bytes == 0) return;
   need_host(dst, "dst");
   check_range(src, bytes, "source");
+  if (staging_.wants(bytes) && !capturing(st) && stage_d2h(src, dst, bytes, st)) return;
   enqueue_d2h(src, dst, bytes, st);
 }
 
@@ -159,6 +188,8 @@ void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
     enqueue_h2d(src, bytes, dst, st, true);
     return;
   }
+  // Pageable and large: staged, src read completely before return.
+  if (stage_h2d(src, bytes, dst, st)) return;
   // From pinned memory it waits for the stream (below): a host kernel on
   // that stream is refused before anything is enqueued (rule 5).
   const bool pinned = host_is_pinned(src, bytes);

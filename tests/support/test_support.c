@@ -55,6 +55,21 @@ int mt_is_host(metrale_context_t* ctx) {
   return metrale_context_backend(ctx) == METRALE_BACKEND_HOST;
 }
 
+metrale_status_t mt_create_without_pool(metrale_context_options_t* opts, metrale_context_t** ctx) {
+  const char* had = getenv("METRALE_POOL");
+  char* saved = had ? strdup(had) : NULL;
+  setenv("METRALE_POOL", "0", 1);
+  opts->pool = 0;
+  metrale_status_t s = metrale_context_create(opts, ctx);
+  if (saved) {
+    setenv("METRALE_POOL", saved, 1);
+    free(saved);
+  } else {
+    unsetenv("METRALE_POOL");
+  }
+  return s;
+}
+
 int mt_pool_on(metrale_context_t* ctx) {
   metrale_pool_stats_t st;
   memset(&st, 0, sizeof st);

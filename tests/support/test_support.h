@@ -45,6 +45,10 @@ metrale_kernel_t* mt_kernel(metrale_context_t* ctx, const char* func);
 /* Skips the running case unless ctx runs on the host backend. */
 void mt_require_host(metrale_context_t* ctx);
 int mt_is_host(metrale_context_t* ctx);
+/* metrale_context_create(opts, &ctx) with the caching pool off, whatever
+ * METRALE_POOL says (it is set to 0 for the call and put back): for cases
+ * about driver allocations. Returns the status. */
+metrale_status_t mt_create_without_pool(metrale_context_options_t* opts, metrale_context_t** ctx);
 /* 1 when metrale_alloc serves from the caching pool (metrale_pool_stats). */
 int mt_pool_on(metrale_context_t* ctx);
 

@@ -43,6 +43,7 @@ class CudaBackend final : public Backend {
   void host_unregister(void* ptr) override;
   DevPtr host_device_pointer(void* ptr) override;
   bool host_range_pinned(const void* ptr, size_t bytes) override;
+  bool device_range_known(DevPtr ptr, size_t bytes) override;
 
   void copy_h2d_async(DevPtr dst, const void* src, size_t bytes, StreamHandle s) override;
   void copy_h2d_snapshot_async(DevPtr dst, const void* src, size_t bytes,

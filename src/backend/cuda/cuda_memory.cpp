@@ -177,4 +177,25 @@ bool CudaBackend::host_range_pinned(const void* ptr, size_t bytes) {
   return pinned_at(last, &end);  // very fragmented: settle for both ends
 }
 
+// The allocation the driver says holds ptr (device, managed or mapped host
+// memory) must hold the whole range. A pointer the driver cannot describe
+// is not vouched for: the direct copy then reports what is wrong with it.
+bool CudaBackend::device_range_known(DevPtr ptr, size_t bytes) {
+  if (bytes == 0 || ptr + bytes < ptr) return false;
+  make_current();
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void* data[] = {&start, &size};
+  CUresult rc = api_.pointerGetAttributes(2, attrs, data, static_cast<CUdeviceptr>(ptr));
+  if (rc != CUDA_SUCCESS) {
+    if (is_sticky(rc)) raise(rc, "cuPointerGetAttributes");
+    return false;
+  }
+  if (size == 0 || start > ptr) return false;
+  const uint64_t into = ptr - static_cast<uint64_t>(start);
+  return into < size && bytes <= size - into;
+}
+
 }  // namespace metrale::backend::cuda_impl

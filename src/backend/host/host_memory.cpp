@@ -142,4 +142,12 @@ bool HostBackend::host_range_pinned(const void* ptr, size_t bytes) {
   return ProcessPins::instance().covers(reinterpret_cast<uintptr_t>(ptr), bytes);
 }
 
+// The same test every copy makes at enqueue (RegionMap::check), answered
+// instead of thrown.
+bool HostBackend::device_range_known(DevPtr ptr, size_t bytes) {
+  Region r{};
+  if (bytes == 0 || !regions_.find(ptr, &r)) return false;
+  return bytes <= r.bytes - (ptr - r.base);
+}
+
 }  // namespace metrale::backend::host

@@ -1,0 +1,29 @@
+// The staged copy pipelines. A copy is cut into pieces of one buffer each;
+// piece i uses buffer i % count.
+// h2d: the workers copy piece i from the caller's memory into its buffer
+//   while the DMA of the pieces before it runs; before refilling a buffer
+//   the pipeline waits for that buffer's previous DMA (its event). Returns
+//   once every byte of src is in a buffer and every DMA is enqueued: the
+//   caller may reuse src, the last DMAs may still run (their events mark
+//   the buffers in flight for the next user of the ring).
+// d2h: the mirror: the DMAs of the first `count` pieces are enqueued at
+//   once; piece i is copied out of its buffer once its event completes, and
+//   the buffer is then refilled with piece i + count. Returns with every
+//   byte in dst.
+// Both throw the backend's error (the driver's message) when a DMA or a
+// wait fails; the pieces before it were then already moved.
+#pragma once
+
+#include <cstddef>
+
+#include "core/staging/copy_workers.hpp"
+#include "core/staging/staging_ring.hpp"
+
+namespace metrale::core::staging {
+
+void staged_h2d(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& dev, DevPtr dst,
+                const void* src, size_t bytes, StreamHandle s);
+void staged_d2h(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& dev, void* dst,
+                DevPtr src, size_t bytes, StreamHandle s);
+
+}  // namespace metrale::core::staging

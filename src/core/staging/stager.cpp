@@ -1,0 +1,55 @@
+// Stager: the decision to stage one copy, and the log lines about the ring.
+#include "core/staging/stager.hpp"
+
+#include <string>
+
+#include "core/log.hpp"
+#include "core/staging/staged_copy.hpp"
+
+namespace metrale::core::staging {
+
+Stager::Stager(const metrale_context_options_t& o)
+    : threshold_(o.staging_threshold),
+      ring_(o.staging_buffer_bytes, o.staging_buffers),
+      workers_(o.staging_threads) {}
+
+StagingRing::Lease Stager::take(StagingDevice& dev) {
+  const bool had = ring_.allocated();
+  std::string failure;
+  StagingRing::Lease lease = ring_.try_take(dev, &failure);
+  if (!failure.empty()) {
+    log().debug("staging off for this context: the pinned staging ring could not be "
+                "allocated ({}); pageable copies go directly", failure);
+  } else if (lease && !had) {
+    log().debug("staging ring allocated: {} pinned buffers of {} bytes, {} copy threads",
+                lease.count(), lease.buffer_bytes(), workers_.threads());
+  }
+  return lease;
+}
+
+bool Stager::h2d(backend::Backend& b, backend::DevPtr dst, const void* src, size_t bytes,
+                 backend::StreamHandle s) {
+  if (!b.device_range_known(dst, bytes)) return false;
+  BackendDevice dev(b);
+  StagingRing::Lease lease = take(dev);
+  if (!lease) return false;
+  staged_h2d(lease, workers_, dev, dst, src, bytes, s);
+  return true;
+}
+
+bool Stager::d2h(backend::Backend& b, void* dst, backend::DevPtr src, size_t bytes,
+                 backend::StreamHandle s) {
+  if (!b.device_range_known(src, bytes)) return false;
+  BackendDevice dev(b);
+  StagingRing::Lease lease = take(dev);
+  if (!lease) return false;
+  staged_d2h(lease, workers_, dev, dst, src, bytes, s);
+  return true;
+}
+
+void Stager::release(backend::Backend& b) noexcept {
+  BackendDevice dev(b);
+  ring_.release(dev);
+}
+
+}  // namespace metrale::core::staging

@@ -1,0 +1,341 @@
+// The staging pipeline on its own (src/core/staging), compiled into this
+// program over a fake device whose DMAs run late: a copy op reads and writes
+// its memory only when someone waits for an event recorded after it (or at
+// drain()), as a GPU's copy engine would. The host backend runs every copy
+// at enqueue and so would hide a missing wait; this fake does not. Plain
+// checks: every failure prints its line; exit status 1 when any failed.
+// Usage: test_staging_core [CASE]
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/error.hpp"
+#include "core/staging/copy_workers.hpp"
+#include "core/staging/staged_copy.hpp"
+#include "core/staging/staging_ring.hpp"
+
+using namespace metrale::core::staging;
+
+namespace {
+
+std::atomic<int> g_failures{0};
+
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      std::printf("  FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+      g_failures.fetch_add(1);                                        \
+    }                                                                 \
+  } while (0)
+
+// Device memory is one vector; a DevPtr is an offset into it plus kBase.
+// One queue of ops for all streams (a single copy engine, in order).
+class LateDevice final : public StagingDevice {
+ public:
+  static constexpr DevPtr kBase = 0x10000;
+  explicit LateDevice(size_t device_bytes) : mem(device_bytes) {}
+  ~LateDevice() override {
+    for (void* p : live) ::operator delete(p);
+  }
+
+  void* alloc_pinned(size_t bytes) override {
+    if (fail_alloc_at != 0 && ++allocs == fail_alloc_at) {
+      metrale::fail(METRALE_ERROR_OUT_OF_MEMORY, "fake: no pinned memory");
+    }
+    void* p = ::operator new(bytes);
+    live.insert(p);
+    return p;
+  }
+  void free_pinned(void* p) override {
+    // Freed while a queued DMA still uses it: the bug release() must avoid.
+    for (const Op& op : queue)
+      if (op.uses == p) freed_with_pending_dma = true;
+    live.erase(p);
+    ::operator delete(p);
+  }
+  EventHandle event_create() override {
+    done.push_back(false);
+    ++events_live;
+    return done.size();  // 1-based
+  }
+  void event_destroy(EventHandle) override { --events_live; }
+  void event_record(EventHandle e, StreamHandle) override {
+    done[e - 1] = false;
+    queue.push_back({[this, e] { done[e - 1] = true; }, nullptr});
+  }
+  void event_synchronize(EventHandle e) override {
+    if (fail_sync) metrale::fail(METRALE_ERROR_DRIVER, "fake: cuEventSynchronize failed (700)");
+    while (!done[e - 1] && !queue.empty()) step();
+  }
+  void h2d(DevPtr dst, const void* src, size_t bytes, StreamHandle) override {
+    if (fail_dma_at != 0 && ++dmas == fail_dma_at) {
+      metrale::fail(METRALE_ERROR_DRIVER, "fake: cuMemcpyHtoDAsync failed (999)");
+    }
+    queue.push_back({[=] { std::memcpy(&mem[dst - kBase], src, bytes); }, src});
+  }
+  void d2h(void* dst, DevPtr src, size_t bytes, StreamHandle) override {
+    queue.push_back({[=] { std::memcpy(dst, &mem[src - kBase], bytes); }, dst});
+  }
+
+  void step() {
+    Op op = std::move(queue.front());
+    queue.pop_front();
+    op.run();
+  }
+  void drain() {
+    while (!queue.empty()) step();
+  }
+
+  // A queued op, and the staging buffer it reads or writes (if any).
+  struct Op {
+    std::function<void()> run;
+    const void* uses;
+  };
+  std::vector<unsigned char> mem;
+  std::deque<Op> queue;
+  std::vector<bool> done;
+  std::set<void*> live;
+  int events_live = 0;
+  size_t fail_alloc_at = 0, allocs = 0;
+  size_t fail_dma_at = 0, dmas = 0;
+  bool fail_sync = false;
+  bool freed_with_pending_dma = false;
+};
+
+std::vector<unsigned char> random_bytes(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(rng());
+  return v;
+}
+
+// Every size around 1..3 pieces and many, each ring size: h2d into the late
+// device, then (without draining first) d2h back, then compare.
+void h2d_then_d2h_round_trips() {
+  const size_t B = 4096;
+  const size_t sizes[] = {1, B - 1, B, B + 1, 2 * B, 3 * B - 1, 7 * B + 13, 40 * B + 1};
+  for (size_t count : {2, 3, 5}) {
+    for (size_t n : sizes) {
+      LateDevice dev(n + 64);
+      StagingRing ring(B, count);
+      CopyWorkers workers(2);
+      auto src = random_bytes(n, static_cast<unsigned>(n * count));
+      {
+        StagingRing::Lease lease = ring.try_take(dev);
+        CHECK(lease);
+        staged_h2d(lease, workers, dev, LateDevice::kBase + 5, src.data(), n, 1);
+        // src may be reused on return: scribble over it before the DMAs run.
+        auto kept = src;
+        std::memset(src.data(), 0, n);
+        std::vector<unsigned char> back(n + 2, 0xCD);
+        staged_d2h(lease, workers, dev, back.data() + 1, LateDevice::kBase + 5, n, 1);
+        CHECK(std::memcmp(&dev.mem[5], kept.data(), n) == 0);
+        CHECK(std::memcmp(back.data() + 1, kept.data(), n) == 0);
+        CHECK(back[0] == 0xCD && back[n + 1] == 0xCD);
+      }
+      ring.release(dev);
+      CHECK(!dev.freed_with_pending_dma);
+      CHECK(dev.live.empty());
+      CHECK(dev.events_live == 0);
+    }
+  }
+}
+
+// An async h2d returns with DMAs still queued; the next copy (another lease)
+// must wait for each buffer's event before refilling it.
+void in_flight_buffers_are_waited_for() {
+  const size_t B = 4096, n = 9 * B + 7;
+  LateDevice dev(3 * n);
+  StagingRing ring(B, 2);
+  CopyWorkers workers(1);
+  auto a = random_bytes(n, 1), b = random_bytes(n, 2);
+  {
+    StagingRing::Lease lease = ring.try_take(dev);
+    staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1);
+  }
+  CHECK(!dev.queue.empty());  // the last pieces are still in flight
+  {
+    StagingRing::Lease lease = ring.try_take(dev);
+    staged_h2d(lease, workers, dev, LateDevice::kBase + n, b.data(), n, 2);
+  }
+  dev.drain();
+  CHECK(std::memcmp(&dev.mem[0], a.data(), n) == 0);
+  CHECK(std::memcmp(&dev.mem[n], b.data(), n) == 0);
+  ring.release(dev);
+}
+
+// Teardown with DMAs in flight waits for them before freeing the buffers.
+void release_waits_for_dmas() {
+  const size_t B = 4096, n = 5 * B;
+  LateDevice dev(n);
+  StagingRing ring(B, 3);
+  CopyWorkers workers(1);
+  auto a = random_bytes(n, 3);
+  {
+    StagingRing::Lease lease = ring.try_take(dev);
+    staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1);
+  }
+  CHECK(ring.allocated());
+  ring.release(dev);
+  CHECK(!dev.freed_with_pending_dma);
+  CHECK(!ring.allocated());
+  CHECK(dev.live.empty());
+  dev.drain();
+}
+
+// A failed pinned allocation: no lease, the reason once, everything already
+// allocated freed, and the ring stays off (no retry per copy).
+void allocation_failure_turns_staging_off() {
+  LateDevice dev(16);
+  dev.fail_alloc_at = 3;
+  StagingRing ring(4096, 4);
+  std::string why;
+  StagingRing::Lease lease = ring.try_take(dev, &why);
+  CHECK(!lease);
+  CHECK(why.find("no pinned memory") != std::string::npos);
+  CHECK(dev.live.empty());
+  CHECK(dev.events_live == 0);
+  why.clear();
+  const size_t allocs = dev.allocs;
+  CHECK(!ring.try_take(dev, &why));
+  CHECK(why.empty());
+  CHECK(dev.allocs == allocs);
+  ring.release(dev);
+}
+
+// DMA and wait failures propagate with the driver's message.
+void errors_propagate() {
+  const size_t B = 4096, n = 6 * B;
+  auto a = random_bytes(n, 4);
+  {
+    LateDevice dev(n);
+    dev.fail_dma_at = 3;
+    StagingRing ring(B, 2);
+    CopyWorkers workers(1);
+    StagingRing::Lease lease = ring.try_take(dev);
+    std::string what;
+    try {
+      staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1);
+    } catch (const metrale::Error& e) {
+      what = e.what();
+    }
+    CHECK(what.find("cuMemcpyHtoDAsync failed (999)") != std::string::npos);
+    lease = StagingRing::Lease();
+    ring.release(dev);
+    CHECK(dev.live.empty());
+  }
+  {
+    LateDevice dev(n);
+    StagingRing ring(B, 2);
+    CopyWorkers workers(1);
+    StagingRing::Lease lease = ring.try_take(dev);
+    dev.fail_sync = true;
+    std::string what;
+    std::vector<unsigned char> out(n);
+    try {
+      staged_d2h(lease, workers, dev, out.data(), LateDevice::kBase, n, 1);
+    } catch (const metrale::Error& e) {
+      what = e.what();
+    }
+    CHECK(what.find("cuEventSynchronize failed (700)") != std::string::npos);
+    lease = StagingRing::Lease();
+    dev.fail_sync = false;
+    ring.release(dev);
+    CHECK(dev.live.empty());
+  }
+}
+
+// One lease at a time: another thread gets an empty one meanwhile.
+void one_lease_at_a_time() {
+  LateDevice dev(16);
+  StagingRing ring(4096, 2);
+  {
+    StagingRing::Lease held = ring.try_take(dev);
+    CHECK(held);
+    bool other = true;
+    std::thread t([&] { other = static_cast<bool>(ring.try_take(dev)); });
+    t.join();
+    CHECK(!other);
+  }
+  CHECK(ring.try_take(dev));
+  ring.release(dev);
+}
+
+// The workers split any size at any alignment, for 1..8 threads, from
+// several callers at once.
+void workers_split_copies() {
+  const size_t sizes[] = {0, 1, 4095, CopyWorkers::kMinPart * 2 - 1, CopyWorkers::kMinPart * 2,
+                          CopyWorkers::kMinPart * 7 + 3, 5 * 1024 * 1024 + 17};
+  for (unsigned t : {1u, 2u, 3u, 8u}) {
+    CopyWorkers w(t);
+    CHECK(w.threads() == t);
+    for (size_t n : sizes) {
+      for (size_t off : {0, 1, 7}) {
+        auto src = random_bytes(n + off, static_cast<unsigned>(n + t));
+        std::vector<unsigned char> dst(n + off + 2, 0xAB);
+        w.copy(dst.data() + 1, src.data() + off, n);
+        CHECK(dst[0] == 0xAB && dst[n + 1] == 0xAB);
+        CHECK(n == 0 || std::memcmp(dst.data() + 1, src.data() + off, n) == 0);
+      }
+    }
+  }
+  CopyWorkers shared(4);
+  std::vector<std::thread> callers;
+  std::atomic<int> bad{0};
+  for (int c = 0; c < 4; ++c) {
+    callers.emplace_back([&, c] {
+      for (int i = 0; i < 20; ++i) {
+        const size_t n = CopyWorkers::kMinPart * 3 + static_cast<size_t>(c * 100 + i);
+        auto src = random_bytes(n, static_cast<unsigned>(c * 100 + i));
+        std::vector<unsigned char> dst(n);
+        shared.copy(dst.data(), src.data(), n);
+        if (dst != src) bad.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  CHECK(bad.load() == 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::pair<const char*, std::function<void()>>> cases = {
+      {"h2d_then_d2h_round_trips", h2d_then_d2h_round_trips},
+      {"in_flight_buffers_are_waited_for", in_flight_buffers_are_waited_for},
+      {"release_waits_for_dmas", release_waits_for_dmas},
+      {"allocation_failure_turns_staging_off", allocation_failure_turns_staging_off},
+      {"errors_propagate", errors_propagate},
+      {"one_lease_at_a_time", one_lease_at_a_time},
+      {"workers_split_copies", workers_split_copies},
+  };
+  int failed_cases = 0, ran = 0;
+  for (const auto& c : cases) {
+    if (argc > 1 && std::strcmp(argv[1], c.first) != 0) continue;
+    ++ran;
+    const int before = g_failures.load();
+    std::printf("[ RUN  ] %s\n", c.first);
+    try {
+      c.second();
+    } catch (const std::exception& e) {
+      std::printf("  FAILED: exception: %s\n", e.what());
+      g_failures.fetch_add(1);
+    }
+    const bool ok = g_failures.load() == before;
+    failed_cases += !ok;
+    std::printf("[ %s ] %s\n", ok ? " OK " : "FAIL", c.first);
+  }
+  if (ran == 0) {
+    std::printf("no case named %s\n", argc > 1 ? argv[1] : "");
+    return 1;
+  }
+  std::printf("%d of %d cases failed\n", failed_cases, ran);
+  return failed_cases == 0 ? 0 : 1;
+}
