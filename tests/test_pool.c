@@ -276,6 +276,28 @@ static void capture_allocs_fresh_memory_and_defers_frees(void** state) {
   mt_close(ctx);
 }
 
+/* Found by the fuzzer: ending a capture on a stream that was not capturing
+ * counted down the open capture of another, so an allocation on that one
+ * no longer knew it captured (its pad fill then waited for the capturing
+ * stream and failed with CAPTURE). */
+static void a_wrong_end_does_not_hide_an_open_capture(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(64);
+  metrale_stream_t* other = NULL;
+  MT_OK(metrale_stream_create(ctx, &other));
+  MT_OK(metrale_graph_begin_capture(ctx, NULL));
+  metrale_graph_t* g = NULL;
+  assert_int_not_equal(metrale_graph_end_capture(ctx, other, &g), METRALE_OK);
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 100, &p)); /* on the capturing default stream */
+  MT_OK(metrale_free(ctx, p));        /* deferred to the capture's end */
+  assert_int_equal(stats(ctx).blocks_in_use, 1);
+  MT_OK(metrale_graph_abort_capture(ctx, NULL));
+  assert_int_equal(stats(ctx).blocks_in_use, 0);
+  MT_OK(metrale_stream_destroy(ctx, other));
+  mt_close(ctx);
+}
+
 static void a_destroyed_stream_leaves_nothing_behind(void** state) {
   (void)state;
   metrale_context_t* ctx = open_pool(0);
@@ -495,6 +517,7 @@ int main(void) {
       cmocka_unit_test(trim_and_free_memory_count_the_cache),
       cmocka_unit_test(red_zones_work_on_reused_blocks),
       cmocka_unit_test(capture_allocs_fresh_memory_and_defers_frees),
+      cmocka_unit_test(a_wrong_end_does_not_hide_an_open_capture),
       cmocka_unit_test(a_destroyed_stream_leaves_nothing_behind),
       cmocka_unit_test(out_of_memory_names_the_pool),
       cmocka_unit_test(the_pool_can_be_turned_off),

@@ -20,6 +20,9 @@ struct StreamObj {
   metrale_context* owner = nullptr;
   backend::StreamHandle handle = 0;
   bool is_default = false;
+  // A capture begun through the API is open on it (counted in the
+  // context's captures_open_ until it closes).
+  std::atomic<bool> capture_counted{false};
 };
 
 struct EventObj {

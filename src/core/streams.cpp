@@ -56,11 +56,16 @@ void metrale_context::stream_destroy(metrale_stream* s) {
   }
   refuse_stream_destroy_in_own_work(st->handle);
   StreamHandle h = 0;
-  if (!streams_.erase(value_of(s), [&](StreamObj& st) { h = st.handle; })) {
+  bool counted = false;
+  if (!streams_.erase(value_of(s), [&](StreamObj& st) {
+        h = st.handle;
+        counted = st.capture_counted.exchange(false);
+      })) {
     refuse_handle("stream", s);  // another thread destroyed it first
   }
   // The pool forgets the stream (the backend may reuse its handle value):
   // its cached blocks and the blocks ordered on it go to the default stream.
+  if (counted) captures_open_.fetch_sub(1, std::memory_order_acq_rel);  // dies with it
   if (pool_) {
     release_deferred(h);
     try {
@@ -188,22 +193,23 @@ void metrale_context::graph_begin_capture(metrale_stream* s) {
   fault_.check();
   StreamObj* st = stream_of(s);
   device([&] { backend_->capture_begin(st->handle); });
-  captures_open_.fetch_add(1, std::memory_order_acq_rel);
+  if (!st->capture_counted.exchange(true)) captures_open_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 // Counted down once the stream has left capture mode, whatever the end or
 // abort answered (an ended-with-error capture is over too).
 void metrale_context::note_capture_closed(StreamObj* st) noexcept {
+  // Only a capture this stream counted: an end or abort on a stream that
+  // was not capturing must not count down another stream's capture.
+  if (!st->capture_counted.load(std::memory_order_acquire)) return;
   bool still = true;
   try {
     still = backend_->stream_is_capturing(st->handle);
   } catch (...) {
     still = false;  // a lost context captures nothing
   }
-  if (!still) {
-    int open = captures_open_.load(std::memory_order_acquire);
-    while (open > 0 && !captures_open_.compare_exchange_weak(open, open - 1)) {
-    }
+  if (!still && st->capture_counted.exchange(false)) {
+    captures_open_.fetch_sub(1, std::memory_order_acq_rel);
     release_deferred(st->handle);
   }
 }
