@@ -14,14 +14,22 @@
 # Without a driver it runs bench_ledger, bench_pinned and bench_pool on the
 # host backend (bench_pool with fewer repeats) and says so.
 # BENCH_LABEL names the machine in the results (e.g. "2-core CI machine");
-# BENCH_GIT_COMMIT gives the commit where the tree has no .git.
+# BENCH_GIT_COMMIT gives the commit where the tree has no .git; BENCH_WORK_DIR keeps
+# the fragments (see below).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-bench}
 export METRALE_LOG=${METRALE_LOG:-warn}
 day=$(date -u +%Y-%m-%d)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# BENCH_WORK_DIR keeps each program's fragment (and its stderr) there, so a
+# run cut short still leaves what it measured (report.py can merge them).
+if [ -n "${BENCH_WORK_DIR:-}" ]; then
+  work=$BENCH_WORK_DIR
+  mkdir -p "$work"
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 
 have_gpu=0
 if { ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; } ||
