@@ -136,7 +136,7 @@ if [ "$have_gpu" = 1 ]; then
          -isystem "$torch_dir/include/torch/csrc/api/include" ${cuda_inc:+-isystem "$cuda_inc"} \
          bench/anchors/torch_alloc.cpp bench/common/alloc_trace.cpp \
          bench/common/bench_stats.cpp bench/common/bench_json.cpp \
-         -L "$torch_dir/lib" -lc10_cuda -lc10 -Wl,-rpath,"$torch_dir/lib" \
+         -L "$torch_dir/lib" -lc10_cuda -lc10 -ldl -Wl,-rpath,"$torch_dir/lib" \
          -Wl,--allow-shlib-undefined "${rpath_links[@]}" \
          -o "$torch_exe" 2> "$work/torch_build.err"; then
       run_part torch_alloc "$torch_exe"

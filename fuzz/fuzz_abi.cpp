@@ -103,6 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opts.kernel_timing = (flags >> 5) & 1;
   if ((flags >> 6) & 1) opts.trace_capacity = 1 + in.pick(8);
   opts.pool = ((flags >> 7) & 1) ? 0 : 1;
+  opts.pinned_pool = opts.pool;  // the model's `pooled`: freed memory may stay mapped
 
   State st;
   st.m.checked = opts.checked_pointers != 0;

@@ -103,8 +103,9 @@ struct Model {
   uint8_t* registered = nullptr;        // the registered static range, or NULL
   size_t registered_bytes = 0;
   bool checked = false;
-  // metrale_alloc serves from the caching pool: freed memory and the rest of
-  // a chunk stay mapped, so the host backend cannot refuse a range there.
+  // metrale_alloc serves from the caching pool, and freed pinned blocks stay
+  // in the pinned cache: freed memory, the rest of a chunk and cached pinned
+  // blocks stay mapped, so the host backend cannot refuse a range there.
   bool pooled = true;
   bool lost = false;
 

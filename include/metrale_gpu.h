@@ -482,13 +482,18 @@ typedef struct metrale_kernel_timing {
   double total_ms;
 } metrale_kernel_timing_t;
 
-/** Defaults of the staging options (to be set from the H200 rows
- *  copy_*_1GiB_pageable/staging_* and copy_*_pageable_<size>/ of
- *  bench_copy; see bench/results). */
-#define METRALE_STAGING_DEFAULT_THRESHOLD (1u << 20)
-#define METRALE_STAGING_DEFAULT_BUFFER_BYTES (4u << 20)
+/** Defaults of the staging options, measured on an H200 host (16 cores;
+ *  bench/results/2026-12-03-nvidia-h200.md, rows
+ *  copy_*_1GiB_pageable/library_b<n>_<size>_t<threads> and
+ *  copy_*_<size>_pageable/library_staged): 4 buffers of 16 MiB and 8
+ *  threads moved 1 GiB at 52.3 GB/s h2d and 45.1 GB/s d2h (pageable,
+ *  unstaged: 8.0 and 14.8); staging beat the direct copy in both
+ *  directions from 8 MiB (h2d lost at 4 MiB). The threads are capped at
+ *  the machine's core count. The ring pins buffers x bytes per context. */
+#define METRALE_STAGING_DEFAULT_THRESHOLD (8u << 20)
+#define METRALE_STAGING_DEFAULT_BUFFER_BYTES (16u << 20)
 #define METRALE_STAGING_DEFAULT_BUFFERS 4u
-#define METRALE_STAGING_DEFAULT_THREADS 4u
+#define METRALE_STAGING_DEFAULT_THREADS 8u
 
 /** Context options. Initialize with metrale_context_options_init(). */
 typedef struct metrale_context_options {

@@ -15,7 +15,10 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <dlfcn.h>
+
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -98,8 +101,20 @@ void trace_rows(Report& report, c10::DeviceIndex device) {
   const AllocTrace t = transformer_trace(TraceShape{});
   alloc::emptyCache();
   alloc::resetPeakStats(device);
+  // Streams from the driver, wrapped: getStreamFromPool needs torch_cuda's
+  // device hooks, which this program (c10 only) does not load.
+  using StreamCreate = int (*)(void**, unsigned);
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  auto stream_create =
+      cuda ? reinterpret_cast<StreamCreate>(dlsym(cuda, "cuStreamCreate")) : nullptr;
+  if (stream_create == nullptr) throw std::runtime_error("cuStreamCreate not found");
   std::vector<c10::cuda::CUDAStream> streams;
-  for (int i = 0; i < t.streams; ++i) streams.push_back(c10::cuda::getStreamFromPool(false, device));
+  for (int i = 0; i < t.streams; ++i) {
+    void* raw = nullptr;
+    if (stream_create(&raw, 1 /* CU_STREAM_NON_BLOCKING */) != 0)
+      throw std::runtime_error("cuStreamCreate failed");
+    streams.push_back(c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(raw), device));
+  }
   const c10::cuda::CUDAStream saved = c10::cuda::getCurrentCUDAStream(device);
   std::vector<c10::DataPtr> ptr(t.allocations);
   std::vector<uint8_t> alloc_stream(t.allocations, 0);
