@@ -19,17 +19,10 @@
 
 using metrale::backend::cuda_impl::NvtxMemory;
 
+#include "core_check.hpp"
+
 namespace {
 
-std::atomic<int> g_failures{0};
-
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      std::printf("  FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      g_failures.fetch_add(1);                                        \
-    }                                                                 \
-  } while (0)
 
 const char* tool_path() {
   const char* p = std::getenv("FAKE_NVTX_TOOL");
@@ -70,7 +63,7 @@ void check_log(const std::vector<std::string>& want, int line) {
   std::printf("\n    want:");
   for (const auto& s : want) std::printf(" [%s]", s.c_str());
   std::printf("\n");
-  g_failures.fetch_add(1);
+  core_check::failures.fetch_add(1);
 }
 #define CHECK_LOG(...) check_log(std::vector<std::string>{__VA_ARGS__}, __LINE__)
 
@@ -152,7 +145,7 @@ void threads() {
   for (const auto& s : log) {
     if (s.rfind("BAD", 0) == 0) {
       std::printf("  tool says: %s\n", s.c_str());
-      g_failures.fetch_add(1);
+      core_check::failures.fetch_add(1);
     }
     heaps += s.rfind("heap ", 0) == 0;
     unheaps += s.rfind("unheap ", 0) == 0;
@@ -212,7 +205,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], c.first) != 0) continue;
     std::printf("[ RUN  ] %s\n", c.first);
     c.second();
-    const bool ok = g_failures.load() == 0;
+    const bool ok = core_check::failures.load() == 0;
     std::printf("[ %s ] %s\n", ok ? " OK " : "FAIL", c.first);
     return ok ? 0 : 1;
   }

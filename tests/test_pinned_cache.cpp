@@ -12,17 +12,10 @@
 
 using metrale::core::PinnedCache;
 
+#include "core_check.hpp"
+
 namespace {
 
-std::atomic<int> g_failures{0};
-
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      std::printf("  FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      g_failures.fetch_add(1);                                        \
-    }                                                                 \
-  } while (0)
 
 constexpr size_t KiB = 1024, MiB = 1024 * 1024;
 
@@ -196,9 +189,9 @@ int main() {
       {"threads_never_share_a_block", threads_never_share_a_block},
   };
   for (const auto& c : cases) {
-    const int before = g_failures.load();
+    const int before = core_check::failures.load();
     c.fn();
-    std::printf("%s %s\n", g_failures.load() == before ? "ok  " : "FAIL", c.name);
+    std::printf("%s %s\n", core_check::failures.load() == before ? "ok  " : "FAIL", c.name);
   }
-  return g_failures.load() == 0 ? 0 : 1;
+  return core_check::failures.load() == 0 ? 0 : 1;
 }

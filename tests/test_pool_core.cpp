@@ -16,6 +16,7 @@
 #include "backend/error.hpp"
 #include "core/pool/caching_pool.hpp"
 #include "core/pool/size_class.hpp"
+#include "core_check.hpp"
 #include "fake_chunk_source.hpp"
 #include "pool_by_address.hpp"
 
@@ -25,26 +26,6 @@ using pooltest::PoolByAddress;
 
 namespace {
 
-std::atomic<int> g_failures{0};
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::printf("  FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond);          \
-      g_failures.fetch_add(1);                                                 \
-    }                                                                          \
-  } while (0)
-#define CHECK_EQ(a, b)                                                         \
-  do {                                                                         \
-    const auto va_ = (a);                                                      \
-    const auto vb_ = (b);                                                      \
-    if (!(va_ == vb_)) {                                                       \
-      std::printf("  FAILED %s:%d: %s == %s (%llu vs %llu)\n", __FILE__,       \
-                  __LINE__, #a, #b, (unsigned long long)va_,                   \
-                  (unsigned long long)vb_);                                    \
-      g_failures.fetch_add(1);                                                 \
-    }                                                                          \
-  } while (0)
 
 constexpr size_t KiB = 1024, MiB = 1024 * 1024;
 constexpr StreamId S1 = 0x100, S2 = 0x200, S3 = 0x300;
@@ -445,14 +426,14 @@ void threads() {
           if (rng() % 8 == 0) pool.record_stream(held[k], 0x1000 + rng() % kThreads);
           const bool ok = rng() % 4 == 0 ? pool.free_on(held[k], 0x1000 + rng() % kThreads)
                                          : pool.free(held[k]);
-          if (!ok) g_failures.fetch_add(1);
+          if (!ok) core_check::failures.fetch_add(1);
           held[k] = held.back();
           held.pop_back();
           freed.fetch_add(1);
         }
       }
       for (DevPtr p : held) {
-        if (!pool.free(p)) g_failures.fetch_add(1);
+        if (!pool.free(p)) core_check::failures.fetch_add(1);
         freed.fetch_add(1);
       }
     });
@@ -479,7 +460,7 @@ void threads() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::pair<const char*, std::function<void()>>> cases = {
+  return core_check::run(argc, argv, {
       {"rounding", rounding},
       {"same_stream_reuse", same_stream_reuse},
       {"cross_stream", cross_stream},
@@ -490,27 +471,5 @@ int main(int argc, char** argv) {
       {"oom_retry", oom_retry},
       {"random_model", random_model},
       {"threads", threads},
-  };
-  int failed_cases = 0, ran = 0;
-  for (const auto& c : cases) {
-    if (argc > 1 && std::strcmp(argv[1], c.first) != 0) continue;
-    ++ran;
-    const int before = g_failures.load();
-    std::printf("[ RUN  ] %s\n", c.first);
-    try {
-      c.second();
-    } catch (const std::exception& e) {
-      std::printf("  FAILED: exception: %s\n", e.what());
-      g_failures.fetch_add(1);
-    }
-    const bool ok = g_failures.load() == before;
-    failed_cases += !ok;
-    std::printf("[ %s ] %s\n", ok ? " OK " : "FAIL", c.first);
-  }
-  if (ran == 0) {
-    std::printf("no case named %s\n", argc > 1 ? argv[1] : "");
-    return 1;
-  }
-  std::printf("%d of %d cases failed\n", failed_cases, ran);
-  return failed_cases == 0 ? 0 : 1;
+  });
 }

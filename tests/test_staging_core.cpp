@@ -20,20 +20,12 @@
 #include "core/staging/copy_workers.hpp"
 #include "core/staging/staged_copy.hpp"
 #include "core/staging/staging_ring.hpp"
+#include "core_check.hpp"
 
 using namespace metrale::core::staging;
 
 namespace {
 
-std::atomic<int> g_failures{0};
-
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      std::printf("  FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      g_failures.fetch_add(1);                                        \
-    }                                                                 \
-  } while (0)
 
 // Device memory is one vector; a DevPtr is an offset into it plus kBase.
 // One queue of ops for all streams (a single copy engine, in order).
@@ -307,7 +299,7 @@ void workers_split_copies() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::pair<const char*, std::function<void()>>> cases = {
+  return core_check::run(argc, argv, {
       {"h2d_then_d2h_round_trips", h2d_then_d2h_round_trips},
       {"in_flight_buffers_are_waited_for", in_flight_buffers_are_waited_for},
       {"release_waits_for_dmas", release_waits_for_dmas},
@@ -315,27 +307,5 @@ int main(int argc, char** argv) {
       {"errors_propagate", errors_propagate},
       {"one_lease_at_a_time", one_lease_at_a_time},
       {"workers_split_copies", workers_split_copies},
-  };
-  int failed_cases = 0, ran = 0;
-  for (const auto& c : cases) {
-    if (argc > 1 && std::strcmp(argv[1], c.first) != 0) continue;
-    ++ran;
-    const int before = g_failures.load();
-    std::printf("[ RUN  ] %s\n", c.first);
-    try {
-      c.second();
-    } catch (const std::exception& e) {
-      std::printf("  FAILED: exception: %s\n", e.what());
-      g_failures.fetch_add(1);
-    }
-    const bool ok = g_failures.load() == before;
-    failed_cases += !ok;
-    std::printf("[ %s ] %s\n", ok ? " OK " : "FAIL", c.first);
-  }
-  if (ran == 0) {
-    std::printf("no case named %s\n", argc > 1 ? argv[1] : "");
-    return 1;
-  }
-  std::printf("%d of %d cases failed\n", failed_cases, ran);
-  return failed_cases == 0 ? 0 : 1;
+  });
 }
