@@ -108,11 +108,16 @@ void trace_rows(Report& report, c10::DeviceIndex device) {
   auto stream_create =
       cuda ? reinterpret_cast<StreamCreate>(dlsym(cuda, "cuStreamCreate")) : nullptr;
   if (stream_create == nullptr) throw std::runtime_error("cuStreamCreate not found");
+  using StreamSync = int (*)(void*);
+  auto stream_sync = reinterpret_cast<StreamSync>(dlsym(cuda, "cuStreamSynchronize"));
+  if (stream_sync == nullptr) throw std::runtime_error("cuStreamSynchronize not found");
   std::vector<c10::cuda::CUDAStream> streams;
+  std::vector<void*> raw_streams;
   for (int i = 0; i < t.streams; ++i) {
     void* raw = nullptr;
     if (stream_create(&raw, 1 /* CU_STREAM_NON_BLOCKING */) != 0)
       throw std::runtime_error("cuStreamCreate failed");
+    raw_streams.push_back(raw);
     streams.push_back(c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(raw), device));
   }
   const c10::cuda::CUDAStream saved = c10::cuda::getCurrentCUDAStream(device);
@@ -134,7 +139,7 @@ void trace_rows(Report& report, c10::DeviceIndex device) {
       if (op.kind == TraceOp::FREE) ptr[op.id].clear();
     }
     const uint64_t t1 = now_ns();
-    for (auto& s : streams) s.synchronize();
+    for (void* s : raw_streams) stream_sync(s);  // CUDAStream::synchronize sets the device
     if (r == 0) first_peak = double(alloc::getDeviceStats(device).reserved_bytes[0].peak);
     if (r == 0) first = double(t1 - t0);
     if (r > 0) samples.push_back(double(t1 - t0));
