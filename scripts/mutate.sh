@@ -186,18 +186,22 @@ build() {
 }
 
 # run_suites SUITES...: 0 when all pass; else 1, the first failing suite's
-# name and the tail of its output in $work/suite.log.
+# name and the tail of its output in $work/suite.log. Each suite runs with
+# the caching pool on (the default) and off (METRALE_POOL=0): a mutant of
+# either path must be noticed.
 run_suites() {
-  local s rc
+  local s rc pool
   for s in "$@"; do
+    for pool in 1 0; do
     env -u METRALE_BACKEND CMOCKA_MESSAGE_OUTPUT=stdout METRALE_TEST_BACKEND=host \
-      METRALE_TEST_KERNELS= METRALE_LOG=warn timeout "$limit" "$build/tests/test_$s" \
-      >"$work/suite.log" 2>&1
+      METRALE_POOL=$pool METRALE_TEST_KERNELS= METRALE_LOG=warn timeout "$limit" \
+      "$build/tests/test_$s" >"$work/suite.log" 2>&1
     rc=$?
     if [ $rc -ne 0 ]; then
-      failed_suite="$s (exit $rc)"
+      failed_suite="$s (exit $rc, METRALE_POOL=$pool)"
       return 1
     fi
+    done
   done
   return 0
 }
