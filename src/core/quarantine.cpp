@@ -31,6 +31,12 @@ bool Quarantine::holds(uint64_t serial) const {
   return it != held_.end() && it->serial == serial;
 }
 
+void Quarantine::retarget(uint64_t gone, uint64_t heir) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (QuarantinedBlock& q : held_)
+    if (q.stream == gone) q.stream = heir;
+}
+
 std::vector<QuarantinedBlock> Quarantine::drain() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<QuarantinedBlock> out(held_.begin(), held_.end());

@@ -37,6 +37,9 @@ class Quarantine {
   std::vector<QuarantinedBlock> snapshot() const;
   // Whether the block with this serial is still held.
   bool holds(uint64_t serial) const;
+  // Blocks to be released on stream `gone` are released on `heir` instead:
+  // `gone` is being destroyed and a handle value may be issued again.
+  void retarget(uint64_t gone, uint64_t heir);
   // Everything, for teardown or an out-of-memory retry.
   std::vector<QuarantinedBlock> drain();
   size_t bytes() const;

@@ -66,6 +66,7 @@ void metrale_context::stream_destroy(metrale_stream* s) {
   // The pool forgets the stream (the backend may reuse its handle value):
   // its cached blocks and the blocks ordered on it go to the default stream.
   if (counted) captures_open_.fetch_sub(1, std::memory_order_acq_rel);  // dies with it
+  if (quarantine_) quarantine_->retarget(h, default_stream_->handle);
   if (pool_) {
     release_deferred(h);
     try {
