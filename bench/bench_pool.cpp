@@ -11,6 +11,7 @@
 #include "bench_pool.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -274,9 +275,16 @@ int main(int argc, char** argv) {
   pb.raw = make_pool_context(pb, 0, 0, &why);
   if (pb.raw == nullptr) report.skip("*/library_raw", why);
 
-  run_pool_alloc_free(pb);
-  run_pool_threads(pb);
-  run_pool_trace(pb);
+  // BENCH_POOL_PARTS (comma list of alloc_free, threads, trace; default all)
+  // runs a part alone, for a diagnosis; a full run (bench/run.sh) sets none.
+  const char* parts = std::getenv("BENCH_POOL_PARTS");
+  auto want = [parts](const char* part) {
+    return parts == nullptr || *parts == '\0' || std::strstr(parts, part) != nullptr;
+  };
+  if (want("alloc_free")) run_pool_alloc_free(pb);
+  if (want("threads")) run_pool_threads(pb);
+  if (want("trace")) run_pool_trace(pb);
+  if (parts != nullptr && *parts != '\0') report.meta("parts", parts);
 
   metrale_context_destroy(pb.pool);
   metrale_context_destroy(pb.redzone);

@@ -397,6 +397,35 @@ void random_model() {
   CHECK_EQ(src.bad_frees, 0u);
   CHECK(src.allocs > 10);
 }
+// A chunk cut between two streams: once both owners' events are done, the
+// free pieces merge and serve a request none of them fits alone, instead
+// of a new chunk (the checkerboard that made a training trace's reserved
+// bytes grow step after step). Not before: S2's piece may still be in use.
+void merge_across_owners() {
+  FakeChunkSource src;
+  PoolByAddress pool(src);
+  const DevPtr a = pool.allocate(8 * MiB, S1);  // a 20 MiB chunk: 8 + 12 free
+  const DevPtr b = pool.allocate(9 * MiB, S2);  // S1's fresh 12 MiB: 9 + 3
+  CHECK_EQ(b, a + 8 * MiB);
+  CHECK_EQ(src.allocs, 1u);
+  CHECK(pool.free(b));                           // S2's now
+  CHECK(pool.free(a));                           // S1's: 8 | 9 (S2) | 3
+  CHECK_EQ(pool.stats().largest_free, 9 * MiB);
+  // S2's free is not known complete: its piece stays out of the merge.
+  const DevPtr c = pool.allocate(19 * MiB, S1);
+  CHECK(c != a);
+  CHECK_EQ(src.allocs, 2u);
+  CHECK(pool.free(c));
+  src.complete_all();
+  const DevPtr d = pool.allocate(19 * MiB, S1);
+  CHECK(d == a || d == c);
+  CHECK_EQ(src.allocs, 2u);
+  CHECK(pool.free(d));
+  // The merged block is S1's and known complete: S3 may take it at once.
+  src.complete_all();
+  CHECK(pool.allocate(20 * MiB, S3) != 0);
+  CHECK_EQ(src.allocs, 2u);
+}
 
 void threads() {
   FakeChunkSource src;
@@ -467,6 +496,7 @@ int main(int argc, char** argv) {
       {"event_covers_earlier_frees_only", event_covers_earlier_frees_only},
       {"record_stream", record_stream},
       {"split_and_coalesce", split_and_coalesce},
+      {"merge_across_owners", merge_across_owners},
       {"trim", trim},
       {"oom_retry", oom_retry},
       {"random_model", random_model},

@@ -181,6 +181,9 @@ Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing)
     flush_bins(mine);  // coalesced, other sizes may serve this one
     b = mine.index(small).best_fit(size, own_ready);
   }
+  if (b == nullptr && merge_completed(stream) > 0) {
+    b = mine.index(small).best_fit(size, own_ready);
+  }
   if (b != nullptr) {
     mine.index(small).erase(b);
   } else {

@@ -111,6 +111,10 @@ class CachingPool {
   void cover_if_not_capturing(StreamState& s);
   // Empties s's reuse bins into its free index (coalescing them).
   void flush_bins(StreamState& s);
+  // Before a new chunk is fetched (pool_merge.cpp): free neighbours owned
+  // by different streams whose last use is known complete are merged and
+  // handed to `stream`. Returns how many blocks were merged away.
+  size_t merge_completed(StreamId stream);
   Block* hand_out(Block* b, size_t bytes, StreamId stream);
   Block* fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream);
   Block* split(Block* b, size_t size, StreamState& owner);

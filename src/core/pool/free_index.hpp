@@ -34,6 +34,11 @@ class FreeIndex {
   Block* best_fit(size_t size, uint64_t max_epoch) const;
   // Whether some block of at least `size` exists, ready or not.
   bool has_fit(size_t size) const;
+  // Calls f(Block*) for each free block; f must not change the index.
+  template <class F>
+  void for_each(F&& f) const {
+    for (Block* b : set_) f(b);
+  }
 
  private:
   struct BySizeThenAddr {
