@@ -29,7 +29,26 @@
 using namespace bench;
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
+// torch_cuda's hooks answer c10's "has this device a primary context?"; this
+// program loads c10_cuda only, whose placeholder throws ("Should never been
+// called") from MaybeSetDevice inside the allocator. The driver answers
+// instead, as CUDAHooks.cpp does in a full libtorch.
+namespace c10::cuda::_internal {
+C10_CUDA_API void setHasPrimaryContext(bool (*func)(c10::DeviceIndex));
+}
+
 namespace {
+
+bool has_primary_context(c10::DeviceIndex device) {
+  using GetState = int (*)(int, unsigned*, int*);
+  static GetState get_state = [] {
+    void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    return cuda ? reinterpret_cast<GetState>(dlsym(cuda, "cuDevicePrimaryCtxGetState")) : nullptr;
+  }();
+  unsigned flags = 0;
+  int active = 0;
+  return get_state != nullptr && get_state(device, &flags, &active) == 0 && active != 0;
+}
 
 std::string size_label(size_t bytes) {
   if (bytes >= (1u << 20)) return std::to_string(bytes >> 20) + "MiB";
@@ -185,6 +204,7 @@ int main(int argc, char** argv) {
   Report report("torch_alloc");
   report.meta("anchor", "PyTorch c10::cuda::CUDACachingAllocator (C++): raw_alloc/raw_delete, "
                         "allocate/recordStream for the trace");
+  c10::cuda::_internal::setHasPrimaryContext(has_primary_context);
   try {
     int devices = c10::cuda::device_count();
     if (devices < 1) {
