@@ -304,7 +304,9 @@ struct metrale_context {
     metrale::core::Counters::bump_held(counters_.frees);
     metrale::core::Counters::bump_held(counters_.free_bytes, bytes);
   }
-  DevPtr alloc_pooled(metrale::core::LedgerEntry entry, metrale::core::StreamObj* st,
+  // The common pooled case (no red zones, no checked pointers, no capture):
+  // seq, block and ledger entry under the ledger's lock.
+  DevPtr alloc_pooled(size_t bytes, metrale_alloc_kind_t kind, metrale::core::StreamObj* st,
                       const char* file, int line);
   [[gnu::cold]] std::string oom_message(size_t bytes, const char* file, int line, bool managed,
                                         bool pooled, const metrale::Error& e);
@@ -343,7 +345,7 @@ struct metrale_context {
   metrale::core::FaultLatch fault_;
   metrale::core::InternTable strings_;
   metrale::core::Ledger ledger_;
-  std::atomic<uint64_t> seq_{0};    // red-zone index: metrale_alloc calls only
+  std::atomic<uint64_t> seq_{0};    // red-zone index: metrale_alloc calls only; written under the ledger's lock
   std::unique_ptr<metrale::core::BoundsIndex> bounds_;  // checked pointers only
   metrale::core::PinnedRegistry pinned_;
   // Freed pinned blocks kept for reuse (opts_.pinned_pool; opts_ is set first).

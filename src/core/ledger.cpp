@@ -11,7 +11,7 @@ uint32_t Ledger::site_id_locked(const char* file, int line) {
   size_t slot = (reinterpret_cast<uintptr_t>(file) >> 3 ^ static_cast<size_t>(line) * 31) %
                 kSiteCacheSlots;
   SiteCacheSlot& c = site_cache_[slot];
-  if (c.file == file && c.line == line && std::strcmp(file, sites_[c.id].file.c_str()) == 0) {
+  if (c.file == file && c.line == line && std::strcmp(file, site_at_[c.id]->file.c_str()) == 0) {
     return c.id;
   }
   uint32_t id = site_id_by_text(file, line);
@@ -27,7 +27,9 @@ uint32_t Ledger::intern_site(const char* file, int line) {
 uint32_t Ledger::site_id_by_text(const char* file, int line) {
   auto it = site_ids_.find(SiteKey{file, line});
   if (it != site_ids_.end()) return it->second;
+  site_at_.reserve(sites_.size() + 1);  // the push below cannot throw then
   sites_.push_back(Site{file, line});
+  site_at_.push_back(&sites_.back());
   uint32_t id = static_cast<uint32_t>(sites_.size() - 1);
   site_ids_.emplace(SiteKey{sites_.back().file, line}, id);
   return id;
@@ -35,7 +37,7 @@ uint32_t Ledger::site_id_by_text(const char* file, int line) {
 
 // Site, live and slack totals move together with the entries.
 void Ledger::count_locked(const LedgerEntry& e, bool add) {
-  Site& site = sites_[e.site];
+  Site& site = *site_at_[e.site];
   const uint64_t slack = e.reserved - e.bytes - e.pad;
   if (add) {
     site.live_bytes += e.bytes;
@@ -108,7 +110,9 @@ void Ledger::record_locked(DevPtr ptr, LedgerEntry entry, const char* file, int 
   entry.site = site_id_locked(file, line);
   count_locked(entry, true);
   if (entry.pad > 0) append_pad_locked(ptr, &entry);
-  entries_[ptr] = entry;
+  // One construction in place (operator[] built a default entry, then copied).
+  auto [it, fresh] = entries_.try_emplace(ptr, entry);
+  if (!fresh) it->second = entry;
 }
 
 bool Ledger::take(DevPtr ptr, LedgerEntry* out) {

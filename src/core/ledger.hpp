@@ -180,6 +180,7 @@ class Ledger {
   std::vector<uint8_t> pad_dirty_flag_;
   bool pad_all_dirty_ = true;
   std::deque<Site> sites_;  // deque: a Site's file string never moves
+  std::vector<Site*> site_at_;  // sites_[id] in one load (a deque index costs a division)
   std::unordered_map<SiteKey, uint32_t, SiteKeyHash> site_ids_;
   uint64_t next_order_ = 0;  // LedgerEntry::order of the next record
   size_t live_bytes_ = 0;

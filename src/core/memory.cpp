@@ -30,8 +30,18 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
   // METRALE_REDZONE_MIN_IDX count in it. Managed memory never has a pad and
   // takes no index: its seq is the one the next device allocation gets, so
   // mixing managed allocations in does not move which buffer MIN_IDX picks.
-  uint64_t seq = managed ? seq_.load(std::memory_order_relaxed)
-                         : seq_.fetch_add(1, std::memory_order_relaxed);
+  // The index moves under the ledger's lock (one atomic operation less on
+  // the pooled path, which holds that lock anyway).
+  const bool cap = pooled && maybe_capturing(st);
+  if (pooled && opts_.redzone_bytes == 0 && !bounds_ && !cap) {
+    return alloc_pooled(bytes, kind, st, file, line);
+  }
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(ledger_.mutex());
+    seq = seq_.load(std::memory_order_relaxed);
+    if (!managed) seq_.store(seq + 1, std::memory_order_relaxed);
+  }
   size_t pad = (!managed && seq >= opts_.redzone_min_index) ? opts_.redzone_bytes : 0;
   if (bytes > std::numeric_limits<size_t>::max() - pad) {
     fail(METRALE_ERROR_OUT_OF_MEMORY, "out of device memory: asked " + std::to_string(bytes) +
@@ -45,8 +55,6 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
   entry.pad = pad;
   entry.seq = seq;
   entry.kind = kind;
-  const bool cap = pooled && maybe_capturing(st);
-  if (pooled && pad == 0 && !bounds_ && !cap) return alloc_pooled(entry, st, file, line);
   size_t reserved = 0;
   DevPtr ptr = 0;
   metrale::core::pool::Block* block = nullptr;
@@ -111,13 +119,18 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
 
 // The common pooled case (no pad, no checked pointers, no capture): the
 // block and its ledger entry under one lock, the pool's and the ledger's.
-metrale_context::DevPtr metrale_context::alloc_pooled(metrale::core::LedgerEntry entry,
+metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_alloc_kind_t kind,
                                                       metrale::core::StreamObj* st,
                                                       const char* file, int line) {
   DevPtr ptr = 0;
+  metrale::core::LedgerEntry entry;
+  entry.bytes = bytes;
+  entry.kind = kind;
   try {
     device([&] {
       std::lock_guard<std::mutex> lock(ledger_.mutex());
+      entry.seq = seq_.load(std::memory_order_relaxed);
+      seq_.store(entry.seq + 1, std::memory_order_relaxed);
       metrale::core::pool::Block* b = pool_->allocate_held(entry.bytes, st->handle);
       entry.reserved = b->size;
       entry.block = b;

@@ -38,8 +38,7 @@ CachingPool::~CachingPool() {
   }
 }
 
-StreamState& CachingPool::state_for(StreamId s) {
-  if (last_state_ != nullptr && last_stream_ == s) return *last_state_;
+StreamState& CachingPool::state_for_slow(StreamId s) {
   auto& slot = streams_[s];
   if (!slot) slot = std::make_unique<StreamState>(s);
   last_stream_ = s;
@@ -260,6 +259,17 @@ void CachingPool::free_locked(Block* b, StreamId stream) {
       b->uses.push_back(stream);
     }
     stream = b->stream;
+  }
+  if (b->uses.empty()) {
+    // The common case: used on its own stream only, no event to record.
+    StreamState& owner = state_for(stream);
+    st_.in_use -= b->size;
+    st_.requested -= b->requested;
+    --st_.blocks_in_use;
+    b->requested = 0;
+    b->epoch = owner.next_epoch();
+    if (!owner.bins().put(b)) insert_free(b, owner);
+    return;
   }
   b->uses.erase(std::remove(b->uses.begin(), b->uses.end(), stream), b->uses.end());
   for (StreamId u : b->uses) {

@@ -101,7 +101,13 @@ class CachingPool {
   void reset_peak();
 
  private:
-  StreamState& state_for(StreamId s);
+  // The stream's state, made on first use; the last one is cached (most
+  // threads allocate and free on one stream).
+  StreamState& state_for(StreamId s) {
+    if (last_state_ != nullptr && last_stream_ == s) return *last_state_;
+    return state_for_slow(s);
+  }
+  StreamState& state_for_slow(StreamId s);
   Block* new_block();
   void recycle(Block* b);
   Block* take_from_other_streams(size_t size, bool small, StreamId stream,
