@@ -166,7 +166,7 @@ struct metrale_context {
   // --- telemetry (telemetry_ops.cpp) ---
   void counters(metrale_counters_t* c) const { counters_.snapshot(c); }
   void counters_reset() {
-    std::lock_guard<std::mutex> lock(ledger_.mutex());  // see count_alloc_held
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());  // see count_alloc_held
     counters_.reset();
   }
   void launch_trace_enable(bool on);

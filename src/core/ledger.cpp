@@ -20,7 +20,7 @@ uint32_t Ledger::site_id_locked(const char* file, int line) {
 }
 
 uint32_t Ledger::intern_site(const char* file, int line) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   return site_id_locked(file, line);
 }
 
@@ -77,7 +77,7 @@ void Ledger::mark_pad_locked(uint32_t slot) noexcept {
 }
 
 void Ledger::pad_changes(bool whole, PadChanges* out) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   out->size = pads_.size();
   out->whole = whole || pad_all_dirty_;
   out->slots.clear();
@@ -101,7 +101,7 @@ void Ledger::pad_changes(bool whole, PadChanges* out) {
 }
 
 void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   record_locked(ptr, entry, file, line);
 }
 
@@ -116,7 +116,7 @@ void Ledger::record_locked(DevPtr ptr, LedgerEntry entry, const char* file, int 
 }
 
 bool Ledger::take(DevPtr ptr, LedgerEntry* out) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   return take_locked(ptr, out);
 }
 
@@ -142,7 +142,7 @@ bool Ledger::take_locked(DevPtr ptr, LedgerEntry* out) {
 }
 
 void Ledger::restore(DevPtr ptr, const LedgerEntry& entry) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   LedgerEntry e = entry;
   count_locked(e, true);
   if (e.pad > 0) {
@@ -164,7 +164,7 @@ void Ledger::restore(DevPtr ptr, const LedgerEntry& entry) {
 }
 
 bool Ledger::lookup(DevPtr ptr, LedgerEntry* out) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   auto it = entries_.find(ptr);
   if (it == entries_.end()) return false;
   *out = it->second;
@@ -172,7 +172,7 @@ bool Ledger::lookup(DevPtr ptr, LedgerEntry* out) const {
 }
 
 void Ledger::pads(std::vector<backend::Range>* pads, std::vector<DevPtr>* owners) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   *pads = pads_;
   owners->clear();
   owners->reserve(pad_owners_.size());
@@ -180,7 +180,7 @@ void Ledger::pads(std::vector<backend::Range>* pads, std::vector<DevPtr>* owners
 }
 
 void Ledger::pads(std::vector<backend::Range>* pads, std::vector<PadOwner>* owners) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   *pads = pads_;
   // The seqs sit beside the pads: no entry lookup per pad (a cold hash
   // probe each, 1.5 ms at 100k zones).
@@ -188,12 +188,12 @@ void Ledger::pads(std::vector<backend::Range>* pads, std::vector<PadOwner>* owne
 }
 
 size_t Ledger::pad_count() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   return pads_.size();
 }
 
 bool Ledger::lookup_seq(DevPtr ptr, uint64_t seq, LedgerEntry* out) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   auto it = entries_.find(ptr);
   if (it == entries_.end() || it->second.seq != seq) return false;
   *out = it->second;
@@ -202,7 +202,7 @@ bool Ledger::lookup_seq(DevPtr ptr, uint64_t seq, LedgerEntry* out) const {
 
 std::vector<backend::Range> Ledger::pads_with_seq(uint64_t lo, uint64_t hi) const {
   std::vector<backend::Range> out;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   for (size_t i = 0; i < pads_.size(); ++i) {
     const uint64_t seq = pad_owners_[i].seq;
     if (seq >= lo && seq < hi) out.push_back(pads_[i]);
@@ -211,7 +211,7 @@ std::vector<backend::Range> Ledger::pads_with_seq(uint64_t lo, uint64_t hi) cons
 }
 
 bool Ledger::find_containing(DevPtr p, DevPtr* base, LedgerEntry* out) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   for (const auto& [ptr, e] : entries_) {
     if (p >= ptr && p - ptr < e.bytes) {
       *base = ptr;
@@ -223,27 +223,27 @@ bool Ledger::find_containing(DevPtr p, DevPtr* base, LedgerEntry* out) const {
 }
 
 const char* Ledger::site_file(uint32_t site) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   return sites_[site].file.c_str();
 }
 
 int Ledger::site_line(uint32_t site) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   return sites_[site].line;
 }
 
 size_t Ledger::live_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   return live_bytes_;
 }
 
 size_t Ledger::live_count() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   return entries_.size();
 }
 
 size_t Ledger::slack_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   return slack_bytes_;
 }
 
@@ -260,7 +260,7 @@ void sort_by_seq(std::vector<std::pair<DevPtr, LedgerEntry>>& v) {
 std::vector<std::pair<DevPtr, LedgerEntry>> Ledger::by_seq() const {
   std::vector<std::pair<DevPtr, LedgerEntry>> out;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<FastMutex> lock(mutex_);
     out.assign(entries_.begin(), entries_.end());
   }
   sort_by_seq(out);
@@ -270,7 +270,7 @@ std::vector<std::pair<DevPtr, LedgerEntry>> Ledger::by_seq() const {
 std::vector<SiteUsage> Ledger::sites_by_bytes() const {
   std::vector<SiteUsage> out;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<FastMutex> lock(mutex_);
     for (const Site& s : sites_) {
       if (s.live_count > 0) out.push_back({s.file.c_str(), s.line, s.live_bytes, s.live_count});
     }

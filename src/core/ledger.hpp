@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/fast_mutex.hpp"
 #include "core/pool/node_recycler.hpp"
 #include "metrale_gpu.h"
 
@@ -76,7 +77,7 @@ class Ledger {
   // so a pooled allocation and its entry cost one lock.
   void record_locked(DevPtr ptr, LedgerEntry entry, const char* file, int line);
   bool take_locked(DevPtr ptr, LedgerEntry* out);
-  std::mutex& mutex() const { return mutex_; }
+  FastMutex& mutex() const { return mutex_; }
   // Undoes take(ptr) after the backend refused to free ptr: the entry goes
   // back with its site, seq and totals, and its pad back into the slot it
   // had, so the pad table is as before when nothing happened in between.
@@ -102,7 +103,7 @@ class Ledger {
   // fn must not call back into the ledger.
   template <class F>
   bool with_entry(DevPtr ptr, F&& fn) const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<FastMutex> lock(mutex_);
     auto it = entries_.find(ptr);
     if (it == entries_.end()) return false;
     fn(it->second);
@@ -163,7 +164,7 @@ class Ledger {
   };
   static constexpr size_t kSiteCacheSlots = 64;
 
-  mutable std::mutex mutex_;
+  mutable FastMutex mutex_;
   SiteCacheSlot site_cache_[kSiteCacheSlots];
   // Nodes recycled: no malloc per allocation on the pool's fast path.
   std::unordered_map<DevPtr, LedgerEntry, std::hash<DevPtr>, std::equal_to<DevPtr>,

@@ -92,7 +92,7 @@ size_t metrale_context::sweep() {
     t.count += 1;
     t.bytes += taken.bytes;
     {
-      std::lock_guard<std::mutex> lock(ledger_.mutex());
+      std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
       count_free_held(taken.bytes);
     }
     // On a lost context the free may fail too; the entry is gone either way.

@@ -38,7 +38,7 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
   }
   uint64_t seq;
   {
-    std::lock_guard<std::mutex> lock(ledger_.mutex());
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
     seq = seq_.load(std::memory_order_relaxed);
     if (!managed) seq_.store(seq + 1, std::memory_order_relaxed);
   }
@@ -105,7 +105,7 @@ metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, i
   // and its bounds removal must find something to remove.
   if (bounds_) bounds_->add(ptr, {bytes, file, line});
   {
-    std::lock_guard<std::mutex> lock(ledger_.mutex());
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
     ledger_.record_locked(ptr, entry, file, line);
     count_alloc_held(bytes);
   }
@@ -128,7 +128,7 @@ metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_allo
   entry.kind = kind;
   try {
     device([&] {
-      std::lock_guard<std::mutex> lock(ledger_.mutex());
+      std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
       entry.seq = seq_.load(std::memory_order_relaxed);
       seq_.store(entry.seq + 1, std::memory_order_relaxed);
       metrale::core::pool::Block* b = pool_->allocate_held(entry.bytes, st->handle);
@@ -227,7 +227,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
     // record_stream, a driver allocation) continues below, entry taken.
     bool taken = false, done = false;
     {
-      std::lock_guard<std::mutex> lock(ledger_.mutex());
+      std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
       taken = ledger_.take_locked(ptr, &e);
       if (taken && e.block != nullptr && e.pad == 0 && e.block->uses.empty()) {
         chunk_source_->block_returned(ptr);
@@ -277,7 +277,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
     if (bounded) bounds_->add(ptr, region);
     throw;
   }
-  std::lock_guard<std::mutex> lock(ledger_.mutex());
+  std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
   count_free_held(e.bytes);
 }
 

@@ -8,7 +8,7 @@
 
 namespace metrale::core::pool {
 
-CachingPool::CachingPool(ChunkSource& source, std::mutex* shared_lock)
+CachingPool::CachingPool(ChunkSource& source, FastMutex* shared_lock)
     : src_(source), mu_(shared_lock != nullptr ? *shared_lock : own_mu_) {}
 
 CachingPool::~CachingPool() {
@@ -151,7 +151,7 @@ Block* CachingPool::split(Block* b, size_t size, StreamState& owner) {
 }
 
 Block* CachingPool::allocate(size_t bytes, StreamId stream, bool capturing) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FastMutex> lock(mu_);
   return allocate_held(bytes, stream, capturing);
 }
 
@@ -239,12 +239,12 @@ void CachingPool::insert_free(Block* b, StreamState& owner) {
 }
 
 void CachingPool::free(Block* b) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FastMutex> lock(mu_);
   free_locked(b, b->stream);
 }
 
 void CachingPool::free_on(Block* b, StreamId stream) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FastMutex> lock(mu_);
   free_locked(b, stream);
 }
 
@@ -339,7 +339,7 @@ void CachingPool::promote_pending(bool wait) {
 }
 
 void CachingPool::record_stream(Block* b, StreamId stream) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FastMutex> lock(mu_);
   record_stream_held(b, stream);
 }
 

@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/fast_mutex.hpp"
 #include "core/pool/block.hpp"
 #include "core/pool/chunk_source.hpp"
 #include "core/pool/pool_stats.hpp"
@@ -43,7 +44,7 @@ class CachingPool {
   // shared_lock: a mutex the caller also uses for its own bookkeeping (the
   // context passes its ledger's), so that one lock covers a pooled
   // allocation and its ledger entry (allocate_held); nullptr: its own.
-  explicit CachingPool(ChunkSource& source, std::mutex* shared_lock = nullptr);
+  explicit CachingPool(ChunkSource& source, FastMutex* shared_lock = nullptr);
   // Waits for the streams' events and gives every chunk back, blocks still
   // handed out included (reporting them is the ledger's job).
   ~CachingPool();
@@ -69,7 +70,7 @@ class CachingPool {
   Block* allocate_held(size_t bytes, StreamId stream, bool capturing = false);
   void free_held(Block* b, StreamId stream) { free_locked(b, stream); }
   void record_stream_held(Block* b, StreamId stream);
-  std::mutex& lock() const { return mu_; }
+  FastMutex& lock() const { return mu_; }
   // Frees a handed-out block on the stream it was allocated on.
   void free(Block* b);
   // Frees a block on `stream`: the caller has ordered every use of the
@@ -130,8 +131,8 @@ class CachingPool {
   size_t release_cached(size_t keep_bytes);
 
   ChunkSource& src_;
-  mutable std::mutex own_mu_;
-  std::mutex& mu_;  // own_mu_ or the caller's
+  mutable FastMutex own_mu_;
+  FastMutex& mu_;  // own_mu_ or the caller's
   std::unordered_map<StreamId, std::unique_ptr<StreamState>> streams_;
   StreamId last_stream_ = 0;
   StreamState* last_state_ = nullptr;

@@ -6,7 +6,7 @@
 namespace metrale::core::pool {
 
 PoolStats CachingPool::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FastMutex> lock(mu_);
   PoolStats s = st_;
   s.cached = s.reserved - s.in_use;
   s.largest_free = 0;
@@ -18,17 +18,17 @@ PoolStats CachingPool::stats() const {
 }
 
 void CachingPool::reset_peak() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FastMutex> lock(mu_);
   st_.peak_in_use = st_.in_use;
 }
 
 StreamId CachingPool::block_stream(const Block* b) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FastMutex> lock(mu_);
   return b->stream;
 }
 
 void CachingPool::set_stream(Block* b, StreamId stream) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FastMutex> lock(mu_);
   b->stream = stream;
 }
 

@@ -52,7 +52,7 @@ size_t CachingPool::release_cached(size_t keep_bytes) {
 }
 
 size_t CachingPool::trim(size_t keep_bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FastMutex> lock(mu_);
   return release_cached(keep_bytes);
 }
 

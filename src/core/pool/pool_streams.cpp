@@ -8,7 +8,7 @@
 namespace metrale::core::pool {
 
 void CachingPool::retire_stream(StreamId gone, StreamId heir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FastMutex> lock(mu_);
   auto it = streams_.find(gone);
   // One event at the end of `gone` covers its frees and every use of a
   // block on it (record_stream): after the wait nothing there is running.
