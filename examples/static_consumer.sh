@@ -4,7 +4,8 @@
 #      `pkg-config --cflags --libs metrale_gpu_static` (the build tree's
 #      meson-uninstalled .pc) and no rpath;
 #   2. checks that the program needs no libmetrale_gpu.so (readelf, ldd);
-#   3. runs it with LD_LIBRARY_PATH unset;
+#   3. runs it with LD_LIBRARY_PATH unset (or without any folder holding a
+#      libmetrale_gpu.so);
 #   4. links it again beside clash.c, which defines, as C functions that
 #      abort, every strong global function of the archive but the metrale_* API
 #      before its hidden symbols were made local (PRELINKED): the link must
@@ -14,7 +15,20 @@ set -euo pipefail
 src=$1 build=$2 prelinked=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-unset LD_LIBRARY_PATH
+# No folder that holds a libmetrale_gpu.so stays on LD_LIBRARY_PATH (it is
+# unset where nothing else is on it, as in CI); the folders of spdlog and
+# fmt stay, where they come from there (the GPU machine's .gpu-deps).
+keep=()
+IFS=: read -ra dirs <<<"${LD_LIBRARY_PATH:-}"
+for d in "${dirs[@]}"; do
+  [ -n "$d" ] && ! compgen -G "$d/libmetrale_gpu.so*" >/dev/null && keep+=("$d")
+done
+if [ ${#keep[@]} -gt 0 ]; then
+  LD_LIBRARY_PATH=$(IFS=:; echo "${keep[*]}")
+  export LD_LIBRARY_PATH
+else
+  unset LD_LIBRARY_PATH
+fi
 export PKG_CONFIG_PATH="$build/meson-uninstalled"
 
 flags=$(pkg-config --cflags --libs metrale_gpu_static)
