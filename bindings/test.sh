@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds and tests the Rust and Go bindings against a Meson build directory,
-# then runs both tours. Usage: bindings/test.sh <meson-build-dir> [rust|go|all]
+# then runs both tours and a new user's program of each (bindings/new_user.sh)
+# as a first run. Usage: bindings/test.sh <meson-build-dir> [rust|go|all]
+# METRALE_GPU_LINK=static (the default: libmetrale_gpu.a) or dynamic.
 # Exits 77 (Meson's "skipped") when the chosen toolchain is not installed.
 # Everything the toolchains write (cargo target, Go cache) stays in the build
 # directory. Exits non-zero on any failure.
