@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds and tests the Rust and Go bindings against a Meson build directory,
-# then runs both tours. Usage: bindings/test.sh <meson-build-dir> [rust|go|all]
+# then runs both tours and a new user's program of each (bindings/new_user.sh)
+# as a first run. Usage: bindings/test.sh <meson-build-dir> [rust|go|all]
+# METRALE_GPU_LINK=static (the default: libmetrale_gpu.a) or dynamic.
 # Exits 77 (Meson's "skipped") when the chosen toolchain is not installed.
 # Everything the toolchains write (cargo target, Go cache) stays in the build
 # directory. Exits non-zero on any failure.
@@ -26,11 +28,32 @@ if ! pkg-config --exists metrale_gpu; then
   exit 1
 fi
 libdir=$(pkg-config --libs-only-L metrale_gpu | sed 's/^ *-L//; s/ .*//')
-export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Both bindings link libmetrale_gpu.a by default, so nothing here sets
+# LD_LIBRARY_PATH: the tests and tours run as a user's first run would.
+# METRALE_GPU_LINK=dynamic tests the shared library instead (the sys crate's
+# choice; Go builds with -tags metrale_shared and, having no rpath, gets
+# LD_LIBRARY_PATH).
+link=${METRALE_GPU_LINK:-static}
+case $link in
+  static)
+    if [ ! -f "$libdir/libmetrale_gpu.a" ]; then
+      echo "bindings/test.sh: no libmetrale_gpu.a in $libdir: the build was configured with" \
+        "default_library=shared (meson configure $1 -Ddefault_library=both), or set METRALE_GPU_LINK=dynamic" >&2
+      exit 1
+    fi
+    go_tags=() cargo_suffix= ;;
+  dynamic)
+    export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    go_tags=(-tags metrale_shared) cargo_suffix=-dynamic ;;
+  *) echo "bindings/test.sh: METRALE_GPU_LINK=$link: expected static or dynamic" >&2; exit 2 ;;
+esac
+export METRALE_GPU_LINK="$link"
 # The tests run on the host backend unless the caller chose one.
 export METRALE_BACKEND="${METRALE_BACKEND:-host}"
 
-export CARGO_TARGET_DIR="$build/bindings-cargo"
+# The dynamic build has a target dir of its own (scripts/gpu-bindings-prep.sh
+# shares it), so switching modes rebuilds nothing.
+export CARGO_TARGET_DIR="$build/bindings-cargo$cargo_suffix"
 export GOCACHE="$build/bindings-go/cache" GOPATH="$build/bindings-go/path"
 export GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local GO111MODULE=on
 
@@ -47,14 +70,42 @@ step() {
   fi
 }
 
+# first_run BINARY: checks that BINARY does (dynamic) or does not (static)
+# need libmetrale_gpu.so, that a static one carries no rpath that could
+# hide a missing library, then runs it with LD_LIBRARY_PATH unset (static)
+# or as set above (dynamic).
+first_run() {
+  local dyn
+  dyn=$(readelf -d "$1") || return 1
+  if [ "$link" = static ]; then
+    if grep -E 'libmetrale_gpu|\((RPATH|RUNPATH)\)' <<<"$dyn"; then
+      echo "$1: linked statically, yet it needs libmetrale_gpu.so or carries an rpath (above)" >&2
+      return 1
+    fi
+    env -u LD_LIBRARY_PATH "$1"
+  else
+    grep -q 'Shared library: \[libmetrale_gpu.so.0\]' <<<"$dyn" ||
+      { echo "$1: METRALE_GPU_LINK=dynamic, yet it does not link libmetrale_gpu.so.0" >&2; return 1; }
+    "$1"
+  fi
+}
+export -f first_run
+export link
+
 if [ "$which" != go ]; then
   step "rust: cargo test" bash -c "cd '$here/rust' && cargo test --offline"
-  step "rust: tour" bash -c "cd '$here/rust' && cargo run --offline --quiet --example tour"
+  step "rust: tour ($link)" bash -c "cd '$here/rust' && cargo build --offline --quiet --example tour"
+  step "rust: tour's first run" first_run "$CARGO_TARGET_DIR/debug/examples/tour"
+  step "rust: a new crate's first run (top README)" \
+    bash -c 'first_run "$(bash "$0/new_user.sh" rust "$1")"' "$here" "$build/bindings-new-user/rust-$link"
 fi
 if [ "$which" != rust ]; then
-  step "go: vet" bash -c "cd '$here/go' && go vet ./..."
-  step "go: test" bash -c "cd '$here/go' && go test -count=1 ./..."
-  step "go: tour" bash -c "cd '$here/go' && go run ./examples/tour"
+  step "go: vet" bash -c "cd '$here/go' && go vet ${go_tags[*]} ./..."
+  step "go: test" bash -c "cd '$here/go' && go test ${go_tags[*]} -count=1 ./..."
+  step "go: tour ($link)" bash -c "cd '$here/go' && go build ${go_tags[*]} -o '$build/bindings-go/tour-$link' ./examples/tour"
+  step "go: tour's first run" first_run "$build/bindings-go/tour-$link"
+  step "go: a new module's first run (top README)" \
+    bash -c 'first_run "$(bash "$0/new_user.sh" go "$1")"' "$here" "$build/bindings-new-user/go-$link"
 fi
 
 if [ ${#failed[@]} -ne 0 ]; then

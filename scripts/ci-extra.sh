@@ -74,8 +74,10 @@ run_tests() {
 
 if ! skipped asan; then
   step "ASan+UBSan build and the whole suite"
+  # default_library=shared: no static archive in the sanitizer builds (its
+  # consumer tests run in the main pass), nor its meson setup.
   if setup_once build-asan -Db_sanitize=address,undefined -Dc_args="$san" -Dcpp_args="$san" \
-      -Dkernels=disabled && build_suites build-asan; then
+      -Dkernels=disabled -Ddefault_library=shared && build_suites build-asan; then
     # The bindings and tour_pkgconfig link the library from outside Meson,
     # without the ASan runtime: they run in the main pass.
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -88,7 +90,7 @@ fi
 
 if ! skipped tsan; then
   step "TSan build, the stress, threads, races, reentry, handles, logging, pool and quarantine suites"
-  if setup_once build-tsan -Db_sanitize=thread -Dkernels=disabled &&
+  if setup_once build-tsan -Db_sanitize=thread -Dkernels=disabled -Ddefault_library=shared &&
       build_suites build-tsan 'stress|threads|races|reentry|handles|logging|pool|quarantine|pool_core'; then
     METRALE_STRESS_OPS=${TSAN_STRESS_OPS:-50000} TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
       run_tests build-tsan tsan --suite stress --suite threads --suite races --suite reentry \

@@ -19,7 +19,7 @@ san_args="-fno-sanitize-recover=all -fsanitize=fuzzer-no-link"
 
 if [ ! -f "$build/build.ninja" ]; then
   CC=clang CXX=clang++ meson setup "$build" \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false -Dkernels=disabled \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false -Dkernels=disabled -Ddefault_library=shared \
     -Dc_args="$san_args" -Dcpp_args="$san_args" >"$build.setup.log" 2>&1 ||
     { cat "$build.setup.log"; exit 1; }
   rm -f "$build.setup.log"

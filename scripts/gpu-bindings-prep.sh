@@ -30,10 +30,16 @@ if ! pkg-config --exists metrale_gpu; then
   echo "gpu-bindings-prep: no metrale_gpu.pc under $build/meson-uninstalled (run meson setup and ninja first)" >&2
   exit 1
 fi
-# The same cargo target and Go cache as bindings/test.sh, so the two share work.
-export CARGO_TARGET_DIR="$build/bindings-cargo"
+# The binaries link libmetrale_gpu.so, not the default static archive: the
+# GPU machine runs them against its own build of the library (with nvcc's
+# device code). METRALE_GPU_LINK=dynamic is the sys crate's choice, and
+# -tags metrale_shared Go's (bindings/README.md).
+export METRALE_GPU_LINK=dynamic
+# The same cargo target and Go cache as `METRALE_GPU_LINK=dynamic
+# bindings/test.sh` (Meson's bindings_*_dynamic tests), so the two share work.
+export CARGO_TARGET_DIR="$build/bindings-cargo-dynamic"
 export GOCACHE="$build/bindings-go/cache" GOPATH="$build/bindings-go/path"
-export GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local GO111MODULE=on
+export GOPROXY=off GOFLAGS="-mod=mod -tags=metrale_shared" GOTOOLCHAIN=local GO111MODULE=on
 # Explicit, though Debian's linker defaults to it: RUNPATH, which
 # LD_LIBRARY_PATH overrides, rather than RPATH, which overrides it.
 # (The Rust build scripts pass the same flag with their rpath.)

@@ -8,7 +8,6 @@
 package metrale
 
 /*
-#cgo pkg-config: metrale_gpu
 #include "wrappers.h"
 */
 import "C"

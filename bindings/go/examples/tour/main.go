@@ -9,7 +9,6 @@
 package main
 
 /*
-#cgo pkg-config: metrale_gpu
 #include <metrale_gpu.h>
 
 // add_f32 for the host backend: c[i] = a[i] + b[i] for i < n.

@@ -4,7 +4,6 @@
 package testkernels
 
 /*
-#cgo pkg-config: metrale_gpu
 #include <metrale_gpu.h>
 #include <string.h>
 
