@@ -72,8 +72,8 @@ fn tour() -> metrale_gpu::Result<()> {
     let info = ctx.device_info()?;
     println!("1. context on the {:?} backend: {}, {} MiB", ctx.backend(), info.name, info.total_memory >> 20);
 
-    let a = ctx.alloc::<f32>(N)?;
-    let b = ctx.alloc::<f32>(N)?;
+    let mut a = ctx.alloc::<f32>(N)?;
+    let mut b = ctx.alloc::<f32>(N)?;
     let c = alloc_output(&ctx)?;
     println!("2. three allocations of {} bytes from two call sites", N * 4);
 
@@ -89,7 +89,7 @@ fn tour() -> metrale_gpu::Result<()> {
     assert!(hc.iter().enumerate().all(|(i, &v)| v == 3.0 * i as f32), "c = a + b");
     println!("4. launched add_f32: c = a + b checked on the host");
 
-    let stream = ctx.create_stream()?;
+    let mut stream = ctx.create_stream()?;
     stream.begin_capture()?;
     for _ in 0..3 {
         add(&k, Some(&stream), &c, &b, &c, N as u64)?;
@@ -121,8 +121,8 @@ fn tour() -> metrale_gpu::Result<()> {
 
     a.free()?;
     b.free()?;
-    std::mem::forget(c); // left on purpose: closing the context sweeps it and names the site
-    drop((graph, stream));
+    c.into_raw(); // given up on purpose: closing the context sweeps it and names the site
+    drop((graph, stream, k)); // every handle shares the context: the last one out closes it
     ctx.close()?;
     println!("9. freed two buffers; closing the context swept the third");
     metrale_gpu::clear_log_callback();

@@ -9,6 +9,7 @@ use metrale_gpu_sys as sys;
 
 /// A value that can be a kernel argument: packed at its own alignment.
 pub trait KernelArg {
+    /// Appends this argument's bytes to the packed argument buffer.
     fn pack(&self, args: &mut Vec<u8>);
 }
 

@@ -1,18 +1,29 @@
 //! Streams and events.
+//!
+//! Capture state changes only through `&mut Stream` (begin, end, abort), so
+//! a call holding `&Stream` knows for its whole duration whether the stream
+//! records into a graph. Host memory a capture must keep (what
+//! `DeviceBuffer::copy_to_host_in_graph` moves in) waits in the stream and
+//! passes to the graph at `end_capture`.
 
 use crate::context::Context;
 use crate::error::{check, Error, Result, Status};
-use crate::graph::Graph;
+use crate::graph::{Graph, Kept};
 use crate::shared::Shared;
 use metrale_gpu_sys as sys;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A stream: work on it runs in order. Made by [`Context::create_stream`]
-/// (destroyed on Drop) or [`Context::default_stream`] (owned by the context).
+/// (destroyed on Drop) or [`Context::default_stream`] (owned by the context;
+/// it cannot capture from Rust, since several `Stream` values may name it).
 pub struct Stream {
     pub(crate) shared: Arc<Shared>,
     pub(crate) raw: *mut sys::metrale_stream_t,
     owned: bool,
+    /// Set by begin_capture, cleared by end/abort: only under &mut self.
+    capturing: bool,
+    /// Host memory the current capture records into; the graph's at end.
+    kept: Mutex<Vec<Kept>>,
 }
 
 // SAFETY: the library allows stream functions from any thread.
@@ -23,7 +34,7 @@ impl Stream {
     pub(crate) fn create(ctx: &Context) -> Result<Stream> {
         let mut raw = std::ptr::null_mut();
         ctx.call(|c| unsafe { sys::metrale_stream_create(c, &mut raw) })?;
-        Ok(Stream { shared: ctx.shared.clone(), raw, owned: true })
+        Ok(Stream { shared: ctx.shared.clone(), raw, owned: true, capturing: false, kept: Mutex::new(Vec::new()) })
     }
 
     pub(crate) fn default_of(ctx: &Context) -> Result<Stream> {
@@ -31,7 +42,7 @@ impl Stream {
         if raw.is_null() {
             return Err(Error::new(Status::Internal, "the context has no default stream"));
         }
-        Ok(Stream { shared: ctx.shared.clone(), raw, owned: false })
+        Ok(Stream { shared: ctx.shared.clone(), raw, owned: false, capturing: false, kept: Mutex::new(Vec::new()) })
     }
 
     fn call(&self, f: impl FnOnce(*mut sys::metrale_context_t) -> sys::metrale_status_t) -> Result<()> {
@@ -43,28 +54,71 @@ impl Stream {
         self.call(|c| unsafe { sys::metrale_stream_synchronize(c, self.raw) })
     }
 
-    /// True while capturing (a failed query counts as capturing, as in C).
+    /// True while capturing: begun from Rust, or as the library answers (a
+    /// failed query counts as capturing, as in C).
     pub fn is_capturing(&self) -> bool {
-        self.shared
-            .with(|c| Ok(unsafe { sys::metrale_stream_is_capturing(c, self.raw) } != 0))
-            .unwrap_or(true)
+        self.capturing || self.library_says_capturing()
     }
 
-    /// Starts recording the work put on this stream into a graph.
-    pub fn begin_capture(&self) -> Result<()> {
-        self.call(|c| unsafe { sys::metrale_graph_begin_capture(c, self.raw) })
+    fn library_says_capturing(&self) -> bool {
+        // SAFETY: a live context; a bad stream answers nonzero.
+        unsafe { sys::metrale_stream_is_capturing(self.shared.raw(), self.raw) != 0 }
     }
 
-    /// Ends the capture and instantiates the graph.
-    pub fn end_capture(&self) -> Result<Graph> {
+    /// True between a successful begin_capture and its end or abort.
+    pub(crate) fn captured_from_rust(&self) -> bool {
+        self.capturing
+    }
+
+    /// Hands host memory to the capture under way; refused when none is.
+    pub(crate) fn keep_for_capture(&self, k: Kept) -> Result<()> {
+        if !self.capturing {
+            return Err(Error::new(Status::Capture, "the stream is not capturing (begin_capture first)"));
+        }
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner).push(k);
+        Ok(())
+    }
+
+    /// Starts recording the work put on this stream into a graph. Only a
+    /// stream from [`Context::create_stream`] captures (InvalidArgument for
+    /// the default stream).
+    pub fn begin_capture(&mut self) -> Result<()> {
+        if !self.owned {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                "begin_capture: capture a stream made with create_stream; other Stream values may name the \
+                 default stream and would not know it captures",
+            ));
+        }
+        self.call(|c| unsafe { sys::metrale_graph_begin_capture(c, self.raw) })?;
+        self.capturing = true;
+        Ok(())
+    }
+
+    /// Ends the capture and instantiates the graph, which takes the host
+    /// memory recorded into it.
+    pub fn end_capture(&mut self) -> Result<Graph> {
         let mut g = std::ptr::null_mut();
-        self.call(|c| unsafe { sys::metrale_graph_end_capture(c, self.raw, &mut g) })?;
-        Ok(Graph::new(self.shared.clone(), g))
+        let r = self.call(|c| unsafe { sys::metrale_graph_end_capture(c, self.raw, &mut g) });
+        self.capturing = self.capturing && self.library_says_capturing();
+        let kept = if self.capturing { Vec::new() } else { self.take_kept() };
+        r?;
+        Ok(Graph::new(self.shared.clone(), g, kept))
     }
 
-    /// Drops an active capture (OK when none is active).
-    pub fn abort_capture(&self) -> Result<()> {
-        self.call(|c| unsafe { sys::metrale_graph_abort_capture(c, self.raw) })
+    /// Drops an active capture (OK when none is active) and the host memory
+    /// recorded into it (no replay can use it).
+    pub fn abort_capture(&mut self) -> Result<()> {
+        let r = self.call(|c| unsafe { sys::metrale_graph_abort_capture(c, self.raw) });
+        self.capturing = self.capturing && self.library_says_capturing();
+        if !self.capturing {
+            drop(self.take_kept());
+        }
+        r
+    }
+
+    fn take_kept(&mut self) -> Vec<Kept> {
+        std::mem::take(self.kept.get_mut().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Makes this stream wait for the work recorded in `event`.
@@ -83,6 +137,7 @@ impl Stream {
         self.call(|c| unsafe { sys::metrale_stream_destroy(c, self.raw) })
     }
 
+    /// The raw handle, for calls through `metrale_gpu_sys`.
     pub fn as_raw(&self) -> *mut sys::metrale_stream_t {
         self.raw
     }
@@ -102,26 +157,38 @@ pub struct Event {
     raw: *mut sys::metrale_event_t,
 }
 
+// SAFETY: the library allows event functions from any thread.
 unsafe impl Send for Event {}
 unsafe impl Sync for Event {}
 
 impl Event {
     pub(crate) fn create(ctx: &Context, timing: bool) -> Result<Event> {
+        Event::create_in(&ctx.shared, timing)
+    }
+
+    pub(crate) fn create_in(shared: &Arc<Shared>, timing: bool) -> Result<Event> {
         let flags = if timing { sys::METRALE_EVENT_DEFAULT } else { sys::METRALE_EVENT_DISABLE_TIMING };
         let mut raw = std::ptr::null_mut();
-        ctx.call(|c| unsafe { sys::metrale_event_create(c, flags, &mut raw) })?;
-        Ok(Event { shared: ctx.shared.clone(), raw })
+        check(unsafe { sys::metrale_event_create(shared.raw(), flags, &mut raw) })?;
+        Ok(Event { shared: shared.clone(), raw })
     }
 
     fn call(&self, f: impl FnOnce(*mut sys::metrale_context_t) -> sys::metrale_status_t) -> Result<()> {
         self.shared.with(|c| check(f(c)))
     }
 
+    /// Records the event at the current end of `stream`. Refused (Capture)
+    /// while `stream` captures: an event recorded into a capture would let
+    /// other streams join it and record into its graph unawares.
     pub fn record(&self, stream: &Stream) -> Result<()> {
         Shared::same(&self.shared, &stream.shared)?;
+        if stream.is_capturing() {
+            return Err(Error::new(Status::Capture, "Event::record: the stream is capturing"));
+        }
         self.call(|c| unsafe { sys::metrale_event_record(c, self.raw, stream.raw) })
     }
 
+    /// Waits until the work before the record has completed.
     pub fn synchronize(&self) -> Result<()> {
         self.call(|c| unsafe { sys::metrale_event_synchronize(c, self.raw) })
     }
