@@ -38,7 +38,7 @@ pub(crate) enum Origin {
 ///
 /// Writes take `&mut self`: two threads cannot write one buffer at once.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0499
 /// # use metrale_gpu::{Backend, Context, ContextOptions};
 /// let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
 /// let (s1, s2) = (ctx.create_stream().unwrap(), ctx.create_stream().unwrap());

@@ -129,7 +129,7 @@ pub type HostKernelFn = unsafe extern "C" fn(
 /// is dropped, never under a live handle. [`Context::close`] destroys it at
 /// once when nothing else holds it, and reports the status.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0507
 /// // Only the owner can close a context: not through a reference.
 /// fn close_shared(ctx: &metrale_gpu::Context) {
 ///     ctx.close().unwrap();

@@ -28,7 +28,7 @@ pub(crate) enum Pending {
 /// `len` zeroed elements of page-locked host memory, freed on Drop. It keeps
 /// its context alive.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0502
 /// # use metrale_gpu::{Backend, Context, ContextOptions};
 /// # let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
 /// # let s = ctx.create_stream().unwrap();

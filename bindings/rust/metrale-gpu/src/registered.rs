@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// writes into it (the safe API has none that takes it), and an async copy
 /// from it is waited for by the library, which knows it is pinned.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0505
 /// # use metrale_gpu::{Backend, Context, ContextOptions};
 /// # let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
 /// let mut v = vec![0u8; 4096];

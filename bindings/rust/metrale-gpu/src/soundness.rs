@@ -10,7 +10,7 @@
 //! write one buffer at once, nor one write while another reads. Sharing a
 //! buffer between threads for writing takes a `Mutex`, as for any value.
 //!
-//! ```compile_fail
+//! ```compile_fail,E0596
 //! # use metrale_gpu::{Backend, Context, ContextOptions};
 //! let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
 //! let buf = ctx.alloc::<u32>(4).unwrap();
@@ -18,7 +18,7 @@
 //! shared.memset(0).unwrap(); // a write through & does not compile
 //! ```
 //!
-//! ```compile_fail
+//! ```compile_fail,E0499
 //! # use metrale_gpu::{Backend, Context, ContextOptions};
 //! let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
 //! let (s1, s2) = (ctx.create_stream().unwrap(), ctx.create_stream().unwrap());
@@ -38,7 +38,7 @@
 //! handle, and [`Context::close`](crate::Context::close) with handles left
 //! destroys nothing and says how many remain. Only an owner can close.
 //!
-//! ```compile_fail
+//! ```compile_fail,E0505
 //! # use metrale_gpu::{Backend, Context, ContextOptions};
 //! let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
 //! let handle = &ctx; // a handle that merely borrows the context...
@@ -70,7 +70,7 @@
 //! reads it after the replays. The borrowed-memory variant refuses to run
 //! while the stream captures.
 //!
-//! ```compile_fail
+//! ```compile_fail,E0277
 //! # use metrale_gpu::{Backend, Context, ContextOptions};
 //! # let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
 //! let buf = ctx.alloc_from(&[1u32; 64]).unwrap();
@@ -80,7 +80,7 @@
 //! buf.copy_to_host_in_graph(&mut out, &s).unwrap(); // a borrow is not ownership
 //! ```
 //!
-//! ```compile_fail
+//! ```compile_fail,E0382
 //! # use metrale_gpu::{Backend, Context, ContextOptions};
 //! # let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
 //! let buf = ctx.alloc_from(&[1u32; 64]).unwrap();
@@ -102,7 +102,7 @@
 //! of it can be alive during the copy, and its slices, `free` and Drop wait
 //! for the copy first.
 //!
-//! ```compile_fail
+//! ```compile_fail,E0308
 //! # use metrale_gpu::{Backend, Context, ContextOptions};
 //! # let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
 //! # let s = ctx.create_stream().unwrap();
@@ -111,7 +111,7 @@
 //! buf.copy_to_pinned_async(&mut out, &s).unwrap(); // pageable memory is not a pinned buffer
 //! ```
 //!
-//! ```compile_fail
+//! ```compile_fail,E0308
 //! # use metrale_gpu::{Backend, Context, ContextOptions};
 //! # let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
 //! let pinned = ctx.alloc_pinned::<u32>(16).unwrap();
