@@ -89,18 +89,25 @@ fn tour() -> metrale_gpu::Result<()> {
     assert!(hc.iter().enumerate().all(|(i, &v)| v == 3.0 * i as f32), "c = a + b");
     println!("4. launched add_f32: c = a + b checked on the host");
 
+    // The graph also copies c back: host memory a replay writes is moved
+    // into the graph, and read from it once the replays are done.
     let mut stream = ctx.create_stream()?;
     stream.begin_capture()?;
     for _ in 0..3 {
         add(&k, Some(&stream), &c, &b, &c, N as u64)?;
     }
-    let graph = stream.end_capture()?;
+    c.copy_to_host_in_graph(ctx.alloc_pinned::<f32>(N)?, &stream)?;
+    let mut graph = stream.end_capture()?;
     graph.launch(&stream)?;
     graph.launch(&stream)?;
-    stream.synchronize()?;
-    let hc = c.to_vec()?;
+    let hc = graph.host_output::<f32>(0)?;
     assert!(hc.iter().enumerate().all(|(i, &v)| v == 15.0 * i as f32), "c = a + 7b = 15i");
-    println!("5. graph of 3 launches captured, replayed twice, checked");
+    println!("5. graph of 3 launches and a copy back captured, replayed twice, checked");
+
+    // An async copy into pinned memory: the slice waits for it to land.
+    let mut pinned = ctx.alloc_pinned::<f32>(N)?;
+    c.copy_to_pinned_async(&mut pinned, &stream)?;
+    assert_eq!(pinned.as_slice()?[N - 1], 15.0 * (N - 1) as f32);
 
     add(&k, None, &a, &b, &c, N as u64 + 4)?; // the bug on purpose: 16 bytes past c
     ctx.synchronize()?;
@@ -122,7 +129,7 @@ fn tour() -> metrale_gpu::Result<()> {
     a.free()?;
     b.free()?;
     c.into_raw(); // given up on purpose: closing the context sweeps it and names the site
-    drop((graph, stream, k)); // every handle shares the context: the last one out closes it
+    drop((graph, stream, k, pinned)); // every handle shares the context: close needs them gone
     ctx.close()?;
     println!("9. freed two buffers; closing the context swept the third");
     metrale_gpu::clear_log_callback();
