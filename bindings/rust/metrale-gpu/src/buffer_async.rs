@@ -1,7 +1,7 @@
-//! Stream-ordered work on device buffers: async copies, memsets and the 2D
-//! copy, and the two device-to-host copies that return before the data has
-//! arrived (into pinned memory outside a capture, into memory moved into
-//! the graph inside one).
+//! Stream-ordered work on device buffers: async copies, memsets, the 2D
+//! copy, and the device-to-host copy into pinned memory that returns before
+//! the data has arrived. The `pub(crate)` forms are what a
+//! [`Capture`](crate::Capture) records through.
 //!
 //! Host memory given as `&[T]` is read before the call returns: the library
 //! waits for the copy when the source is pinned by anyone in the process
@@ -11,6 +11,7 @@
 
 use crate::buffer::{bytes_of, size_mismatch, DeviceBuffer, Pod};
 use crate::error::{Error, Result, Status};
+use crate::graph::Kept;
 use crate::pinned::{Pending, PinnedHostBuffer};
 use crate::shared::Shared;
 use crate::stream::{Event, Stream};
@@ -31,8 +32,9 @@ pub struct Copy2d {
     pub dst_pitch: usize,
 }
 
-/// Host memory a graph can own: moved into the capture, written by every
-/// replay, read back with [`Graph::host_output`](crate::Graph::host_output).
+/// Host memory a graph can own: moved into the capture
+/// ([`Capture::copy_to_host`](crate::Capture::copy_to_host)), written by
+/// every replay, read back with [`Graph::host_output`](crate::Graph::host_output).
 /// Implemented for `Vec<T>`, `Box<[T]>` and [`PinnedHostBuffer<T>`].
 pub trait GraphHostMemory<T: Pod>: Send + Sync + 'static + sealed::Sealed {
     /// Where the replays write, and how many elements.
@@ -82,21 +84,76 @@ fn extent_2d<T>(what: &str, shape: &Copy2d, pitch: usize, len: usize) -> Result<
     bytes_of::<T>(pitch)
 }
 
+/// The stream's own async calls refuse a capturing stream: what a graph
+/// replays is recorded through [`Capture`](crate::Capture), which keeps the
+/// buffers borrowed for the graph's life.
+fn refuse_capture(what: &str, stream: &Stream) -> Result<()> {
+    if stream.is_capturing() {
+        return Err(Error::new(
+            Status::Capture,
+            format!("{what}: the stream is capturing; record it through the Capture (it keeps the buffers for the graph)"),
+        ));
+    }
+    Ok(())
+}
+
 impl<T: Pod> DeviceBuffer<T> {
     fn same_stream(&self, stream: &Stream) -> Result<()> {
         Shared::same(&self.shared, &stream.shared)
     }
 
-    /// Host to device on `stream`. `src` may be reused on return: the
-    /// library waits when the source is pinned (whoever pinned it) and
-    /// copies it into the graph's own memory while `stream` captures.
-    pub fn copy_from_host_async(&mut self, src: &[T], stream: &Stream) -> Result<()> {
+    pub(crate) fn h2d_async(&self, src: &[T], stream: &Stream) -> Result<()> {
         self.same_stream(stream)?;
         if src.len() > self.len() {
             return Err(size_mismatch("copy_from_host_async", src.len(), self.len()));
         }
         let bytes = std::mem::size_of_val(src);
         self.call(|c| unsafe { sys::metrale_copy_h2d_async(c, src.as_ptr().cast(), bytes, self.ptr, stream.raw) })
+    }
+
+    pub(crate) fn d2d_async(&self, src: &DeviceBuffer<T>, stream: &Stream) -> Result<()> {
+        Shared::same(&self.shared, &src.shared)?;
+        self.same_stream(stream)?;
+        if src.len() > self.len() {
+            return Err(size_mismatch("copy_from_async", src.len(), self.len()));
+        }
+        self.call(|c| unsafe { sys::metrale_copy_d2d_async(c, src.ptr, self.ptr, src.bytes(), stream.raw) })
+    }
+
+    pub(crate) fn d2d_2d_async(&self, src: &DeviceBuffer<T>, shape: Copy2d, stream: &Stream) -> Result<()> {
+        Shared::same(&self.shared, &src.shared)?;
+        self.same_stream(stream)?;
+        let src_pitch = extent_2d::<T>("copy_2d (source)", &shape, shape.src_pitch, src.len())?;
+        let dst_pitch = extent_2d::<T>("copy_2d (destination)", &shape, shape.dst_pitch, self.len())?;
+        let width = bytes_of::<T>(shape.width)?;
+        self.call(|c| unsafe {
+            sys::metrale_copy_d2d_2d_async(c, src.ptr, src_pitch, self.ptr, dst_pitch, width, shape.height, stream.raw)
+        })
+    }
+
+    pub(crate) fn memset_on(&self, value: u8, stream: &Stream) -> Result<()> {
+        self.same_stream(stream)?;
+        self.call(|c| unsafe { sys::metrale_memset_async(c, self.ptr, value, self.bytes(), stream.raw) })
+    }
+
+    /// Records the copy into `dst` and hands `dst` back boxed for the graph.
+    pub(crate) fn d2h_into_graph<H: GraphHostMemory<T>>(&self, mut dst: H, stream: &Stream) -> Result<Kept> {
+        self.same_stream(stream)?;
+        let (target, len) = dst.target()?;
+        if len > self.len() {
+            return Err(size_mismatch("copy_to_host (capture)", len, self.len()));
+        }
+        let bytes = bytes_of::<T>(len)?;
+        self.call(|c| unsafe { sys::metrale_copy_d2h_async(c, self.ptr, target.cast(), bytes, stream.raw) })?;
+        Ok(Box::new(dst))
+    }
+
+    /// Host to device on `stream`. `src` may be reused on return: the
+    /// library waits when the source is pinned (whoever pinned it). Refused
+    /// (Capture) while `stream` captures: use [`Capture::copy_from_host`](crate::Capture::copy_from_host).
+    pub fn copy_from_host_async(&mut self, src: &[T], stream: &Stream) -> Result<()> {
+        refuse_capture("copy_from_host_async", stream)?;
+        self.h2d_async(src, stream)
     }
 
     /// Device to host on `stream`, waiting for the stream before returning
@@ -114,19 +171,14 @@ impl<T: Pod> DeviceBuffer<T> {
     /// the first `dst.len()` elements land in `dst` when the stream gets
     /// there. `dst` remembers the copy, and its slices, `free` and Drop wait
     /// for it. Refused (Capture) while `stream` captures: a replay would
-    /// write `dst` later; move the memory into the graph with
-    /// [`DeviceBuffer::copy_to_host_in_graph`] instead.
+    /// write `dst` later; use [`Capture::copy_to_host`](crate::Capture::copy_to_host),
+    /// which moves the memory into the graph.
     pub fn copy_to_pinned_async(&self, dst: &mut PinnedHostBuffer<T>, stream: &Stream) -> Result<()> {
         self.same_stream(stream)?;
         if dst.len() > self.len() {
             return Err(size_mismatch("copy_to_pinned_async", dst.len(), self.len()));
         }
-        if stream.is_capturing() {
-            return Err(Error::new(
-                Status::Capture,
-                "copy_to_pinned_async: the stream is capturing; use copy_to_host_in_graph, which moves the memory into the graph",
-            ));
-        }
+        refuse_capture("copy_to_pinned_async", stream)?;
         let bytes = bytes_of::<T>(dst.len())?;
         let target = dst.dma_target()?;
         self.call(|c| unsafe { sys::metrale_copy_d2h_async(c, self.ptr, target.cast(), bytes, stream.raw) })?;
@@ -146,54 +198,27 @@ impl<T: Pod> DeviceBuffer<T> {
         Ok(())
     }
 
-    /// Records, into the capture under way on `stream`, a device-to-host
-    /// copy of the first `dst`-length elements into `dst`, which moves into
-    /// the graph: every replay writes it, and
-    /// [`Graph::host_output`](crate::Graph::host_output) reads it after
-    /// waiting for the replays. Capture when `stream` is not capturing (use
-    /// [`DeviceBuffer::copy_to_pinned_async`]); `dst` is dropped on failure.
-    pub fn copy_to_host_in_graph<H: GraphHostMemory<T>>(&self, mut dst: H, stream: &Stream) -> Result<()> {
-        self.same_stream(stream)?;
-        let (target, len) = dst.target()?;
-        if len > self.len() {
-            return Err(size_mismatch("copy_to_host_in_graph", len, self.len()));
-        }
-        if !stream.captured_from_rust() {
-            return Err(Error::new(Status::Capture, "copy_to_host_in_graph: the stream is not capturing (begin_capture first)"));
-        }
-        let bytes = bytes_of::<T>(len)?;
-        self.call(|c| unsafe { sys::metrale_copy_d2h_async(c, self.ptr, target.cast(), bytes, stream.raw) })?;
-        stream.keep_for_capture(Box::new(dst))
-    }
-
     /// Device-to-device copy of all of `src` to the start of this buffer on
-    /// `stream` (recorded when the stream captures).
+    /// `stream`. Refused (Capture) while `stream` captures: use
+    /// [`Capture::copy`](crate::Capture::copy).
     pub fn copy_from_async(&mut self, src: &DeviceBuffer<T>, stream: &Stream) -> Result<()> {
-        Shared::same(&self.shared, &src.shared)?;
-        self.same_stream(stream)?;
-        if src.len() > self.len() {
-            return Err(size_mismatch("copy_from_async", src.len(), self.len()));
-        }
-        self.call(|c| unsafe { sys::metrale_copy_d2d_async(c, src.ptr, self.ptr, src.bytes(), stream.raw) })
+        refuse_capture("copy_from_async", stream)?;
+        self.d2d_async(src, stream)
     }
 
     /// Pitched 2D copy from `src` into this buffer on `stream`
     /// (`metrale_copy_d2d_2d_async`); both extents are checked against the
-    /// buffers' lengths first.
+    /// buffers' lengths first. Refused (Capture) while `stream` captures:
+    /// use [`Capture::copy_2d`](crate::Capture::copy_2d).
     pub fn copy_2d_from_async(&mut self, src: &DeviceBuffer<T>, shape: Copy2d, stream: &Stream) -> Result<()> {
-        Shared::same(&self.shared, &src.shared)?;
-        self.same_stream(stream)?;
-        let src_pitch = extent_2d::<T>("copy_2d_from_async (source)", &shape, shape.src_pitch, src.len())?;
-        let dst_pitch = extent_2d::<T>("copy_2d_from_async (destination)", &shape, shape.dst_pitch, self.len())?;
-        let width = bytes_of::<T>(shape.width)?;
-        self.call(|c| unsafe {
-            sys::metrale_copy_d2d_2d_async(c, src.ptr, src_pitch, self.ptr, dst_pitch, width, shape.height, stream.raw)
-        })
+        refuse_capture("copy_2d_from_async", stream)?;
+        self.d2d_2d_async(src, shape, stream)
     }
 
-    /// Sets every byte of the buffer to `value` on `stream`.
+    /// Sets every byte of the buffer to `value` on `stream`. Refused
+    /// (Capture) while `stream` captures: use [`Capture::memset`](crate::Capture::memset).
     pub fn memset_async(&mut self, value: u8, stream: &Stream) -> Result<()> {
-        self.same_stream(stream)?;
-        self.call(|c| unsafe { sys::metrale_memset_async(c, self.ptr, value, self.bytes(), stream.raw) })
+        refuse_capture("memset_async", stream)?;
+        self.memset_on(value, stream)
     }
 }

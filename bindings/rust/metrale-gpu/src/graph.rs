@@ -1,19 +1,22 @@
 //! Captured graphs, replayed with one call.
 //!
 //! A graph owns the host memory its replays write
-//! ([`DeviceBuffer::copy_to_host_in_graph`](crate::DeviceBuffer::copy_to_host_in_graph)
-//! moves it in). Each launch of such a graph records an event after it on
+//! ([`Capture::copy_to_host`](crate::Capture::copy_to_host) moves it in) and
+//! borrows, for its lifetime `'g`, the device buffers recorded through the
+//! capture. Each launch of such a graph records an event after it on
 //! its stream; reading that memory ([`Graph::host_output`]) and dropping the
 //! graph first wait for those events, so a replay never writes memory that
 //! Rust reads or has freed.
 
 use crate::buffer::Pod;
+use crate::capture::{lent_to, Lent};
 use crate::error::{check, Error, Result, Status};
 use crate::pinned::PinnedHostBuffer;
 use crate::shared::Shared;
 use crate::stream::{Event, Stream};
 use metrale_gpu_sys as sys;
 use std::any::Any;
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Host memory a capture recorded into, owned by the graph.
@@ -30,22 +33,45 @@ struct Replays {
     lost: Option<Error>,
 }
 
-/// Work captured from a stream ([`Stream::end_capture`]); destroyed on Drop.
-pub struct Graph {
+/// Work captured from a stream ([`Capture::end`](crate::Capture::end));
+/// destroyed on Drop. `'g` is the borrow of the device buffers it records.
+pub struct Graph<'g> {
     shared: Arc<Shared>,
     raw: *mut sys::metrale_graph_t,
     kept: Vec<Kept>,
     replays: Mutex<Replays>,
+    /// The capture's id, which the buffers lent to it carry.
+    id: u64,
+    _borrows: PhantomData<&'g ()>,
 }
 
 // SAFETY: the library allows graph functions from any thread; the host
 // memory is reached only through &mut self after the replays are waited for.
-unsafe impl Send for Graph {}
-unsafe impl Sync for Graph {}
+unsafe impl Send for Graph<'_> {}
+unsafe impl Sync for Graph<'_> {}
 
-impl Graph {
-    pub(crate) fn new(shared: Arc<Shared>, raw: *mut sys::metrale_graph_t, kept: Vec<Kept>) -> Graph {
-        Graph { shared, raw, kept, replays: Mutex::new(Replays::default()) }
+impl<'g> Graph<'g> {
+    pub(crate) fn new(shared: Arc<Shared>, raw: *mut sys::metrale_graph_t, kept: Vec<Kept>, id: u64) -> Graph<'g> {
+        Graph { shared, raw, kept, replays: Mutex::new(Replays::default()), id, _borrows: PhantomData }
+    }
+
+    /// Host to device on `stream` into a buffer lent to this graph, between
+    /// replays (`&mut self`: no launch of this graph runs meanwhile; order
+    /// it after earlier launches on other streams, as any stream work).
+    /// `src` may be reused on return. Capture while `stream` captures.
+    pub fn copy_from_host<T: Pod>(&mut self, dst: Lent<'g, T>, src: &[T], stream: &Stream) -> Result<()> {
+        lent_to(self.id, &[dst.owner])?;
+        if stream.is_capturing() {
+            return Err(Error::new(Status::Capture, "Graph::copy_from_host: the stream is capturing"));
+        }
+        dst.buf.h2d_async(src, stream)
+    }
+
+    /// Device to host from a buffer lent to this graph, on `stream`,
+    /// waiting for it (`&mut self`: no launch of this graph runs meanwhile).
+    pub fn copy_to_host<T: Pod>(&mut self, src: Lent<'g, T>, dst: &mut [T], stream: &Stream) -> Result<()> {
+        lent_to(self.id, &[src.owner])?;
+        src.buf.copy_to_host_on_stream(dst, stream)
     }
 
     /// Replays the graph on `stream`.
@@ -133,7 +159,7 @@ impl Graph {
     }
 }
 
-impl Drop for Graph {
+impl Drop for Graph<'_> {
     fn drop(&mut self) {
         if !self.raw.is_null() {
             let _ = self.release();
@@ -141,7 +167,7 @@ impl Drop for Graph {
     }
 }
 
-impl std::fmt::Debug for Graph {
+impl std::fmt::Debug for Graph<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Graph({:p}, {} host buffers)", self.raw, self.kept.len())
     }

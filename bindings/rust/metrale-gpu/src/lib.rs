@@ -54,6 +54,7 @@
 
 mod buffer;
 mod buffer_async;
+mod capture;
 mod context;
 mod counters;
 mod error;
@@ -71,6 +72,7 @@ mod util;
 
 pub use buffer::{DeviceBuffer, Pod};
 pub use buffer_async::{Copy2d, GraphHostMemory};
+pub use capture::{Capture, Lent};
 pub use context::{Backend, Context, ContextOptions, HostKernelFn};
 pub use counters::Counters;
 pub use error::{Error, Result, Status};

@@ -59,38 +59,66 @@
 //! assert_eq!(buf.to_vec().unwrap().len(), 8, "and the buffer still works");
 //! ```
 //!
-//! # 3. Host memory a graph writes is the graph's
+//! # 3. What a graph replays is the graph's
 //!
-//! A capture records host memory only in two ways. A host-to-device copy
-//! from `&[T]` is read at the call (the library copies it into memory the
-//! graph owns), so the slice may be dropped at once. A device-to-host copy
-//! into host memory, which every replay writes, moves that memory into the
-//! graph ([`DeviceBuffer::copy_to_host_in_graph`](crate::DeviceBuffer::copy_to_host_in_graph)
-//! takes it by value), and [`Graph::host_output`](crate::Graph::host_output)
-//! reads it after the replays. The borrowed-memory variant refuses to run
-//! while the stream captures.
+//! A capture is a [`Capture`](crate::Capture), which holds `&mut Stream`
+//! while it is open; the buffers' own async calls refuse a capturing stream,
+//! so a graph records memory only through the capture:
+//! - a device buffer is lent to it ([`Capture::lend`](crate::Capture::lend)
+//!   takes `&'g mut`) for as long as the graph lives, so no other code reads
+//!   or writes it while a replay may (between replays the graph itself
+//!   copies into and out of it, under `&mut Graph`);
+//! - a host-to-device copy from `&[T]` is read at the call (the library
+//!   copies it into memory the graph owns), so the slice may go at once;
+//! - host memory that a replay writes is moved into the graph
+//!   ([`Capture::copy_to_host`](crate::Capture::copy_to_host) takes it by
+//!   value), and [`Graph::host_output`](crate::Graph::host_output) reads it
+//!   after waiting for the replays; the graph's Drop waits for them too.
 //!
 //! ```compile_fail,E0277
 //! # use metrale_gpu::{Backend, Context, ContextOptions};
 //! # let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
-//! let buf = ctx.alloc_from(&[1u32; 64]).unwrap();
+//! let mut buf = ctx.alloc_from(&[1u32; 64]).unwrap();
 //! let mut s = ctx.create_stream().unwrap();
 //! let mut out = vec![0u32; 64];
-//! s.begin_capture().unwrap();
-//! buf.copy_to_host_in_graph(&mut out, &s).unwrap(); // a borrow is not ownership
+//! let mut cap = s.begin_capture().unwrap();
+//! let lent = cap.lend(&mut buf);
+//! cap.copy_to_host(lent, &mut out).unwrap(); // a borrow of host memory is not ownership
 //! ```
 //!
 //! ```compile_fail,E0382
 //! # use metrale_gpu::{Backend, Context, ContextOptions};
 //! # let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
-//! let buf = ctx.alloc_from(&[1u32; 64]).unwrap();
+//! let mut buf = ctx.alloc_from(&[1u32; 64]).unwrap();
 //! let mut s = ctx.create_stream().unwrap();
 //! let out = vec![0u32; 64];
-//! s.begin_capture().unwrap();
-//! buf.copy_to_host_in_graph(out.clone(), &s).unwrap();
-//! buf.copy_to_host_in_graph(out, &s).unwrap();
-//! let g = s.end_capture().unwrap();
+//! let mut cap = s.begin_capture().unwrap();
+//! let lent = cap.lend(&mut buf);
+//! cap.copy_to_host(lent, out).unwrap();
+//! let g = cap.end().unwrap();
 //! println!("{}", out[0]); // moved into the graph: not the caller's any more
+//! ```
+//!
+//! ```compile_fail,E0499
+//! # use metrale_gpu::{Backend, Context, ContextOptions};
+//! # let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
+//! let mut buf = ctx.alloc::<u32>(64).unwrap();
+//! let mut s = ctx.create_stream().unwrap();
+//! let mut cap = s.begin_capture().unwrap();
+//! let lent = cap.lend(&mut buf);
+//! cap.memset(lent, 0).unwrap();
+//! let g = cap.end().unwrap();
+//! buf.memset(1).unwrap(); // lent to the graph: nobody else writes it while it lives
+//! g.launch(&s).unwrap();
+//! ```
+//!
+//! ```compile_fail,E0502
+//! # use metrale_gpu::{Backend, Context, ContextOptions};
+//! # let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
+//! let mut s = ctx.create_stream().unwrap();
+//! let cap = s.begin_capture().unwrap();
+//! s.synchronize().unwrap(); // the capture holds the stream
+//! cap.abort().unwrap();
 //! ```
 //!
 //! # 4. Pinned memory is asked about, and written only when nobody reads

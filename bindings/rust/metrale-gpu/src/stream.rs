@@ -1,17 +1,15 @@
 //! Streams and events.
 //!
-//! Capture state changes only through `&mut Stream` (begin, end, abort), so
-//! a call holding `&Stream` knows for its whole duration whether the stream
-//! records into a graph. Host memory a capture must keep (what
-//! `DeviceBuffer::copy_to_host_in_graph` moves in) waits in the stream and
-//! passes to the graph at `end_capture`.
+//! A capture holds `&mut Stream` for as long as it is open, so a call
+//! holding `&Stream` knows for its whole duration whether the stream
+//! records into a graph (see [`Capture`]).
 
 use crate::context::Context;
 use crate::error::{check, Error, Result, Status};
-use crate::graph::{Graph, Kept};
+use crate::capture::Capture;
 use crate::shared::Shared;
 use metrale_gpu_sys as sys;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 /// A stream: work on it runs in order. Made by [`Context::create_stream`]
 /// (destroyed on Drop) or [`Context::default_stream`] (owned by the context;
@@ -20,10 +18,8 @@ pub struct Stream {
     pub(crate) shared: Arc<Shared>,
     pub(crate) raw: *mut sys::metrale_stream_t,
     owned: bool,
-    /// Set by begin_capture, cleared by end/abort: only under &mut self.
+    /// True while a Capture (which holds &mut self) is open.
     capturing: bool,
-    /// Host memory the current capture records into; the graph's at end.
-    kept: Mutex<Vec<Kept>>,
 }
 
 // SAFETY: the library allows stream functions from any thread.
@@ -34,7 +30,7 @@ impl Stream {
     pub(crate) fn create(ctx: &Context) -> Result<Stream> {
         let mut raw = std::ptr::null_mut();
         ctx.call(|c| unsafe { sys::metrale_stream_create(c, &mut raw) })?;
-        Ok(Stream { shared: ctx.shared.clone(), raw, owned: true, capturing: false, kept: Mutex::new(Vec::new()) })
+        Ok(Stream { shared: ctx.shared.clone(), raw, owned: true, capturing: false })
     }
 
     pub(crate) fn default_of(ctx: &Context) -> Result<Stream> {
@@ -42,7 +38,7 @@ impl Stream {
         if raw.is_null() {
             return Err(Error::new(Status::Internal, "the context has no default stream"));
         }
-        Ok(Stream { shared: ctx.shared.clone(), raw, owned: false, capturing: false, kept: Mutex::new(Vec::new()) })
+        Ok(Stream { shared: ctx.shared.clone(), raw, owned: false, capturing: false })
     }
 
     fn call(&self, f: impl FnOnce(*mut sys::metrale_context_t) -> sys::metrale_status_t) -> Result<()> {
@@ -65,24 +61,16 @@ impl Stream {
         unsafe { sys::metrale_stream_is_capturing(self.shared.raw(), self.raw) != 0 }
     }
 
-    /// True between a successful begin_capture and its end or abort.
-    pub(crate) fn captured_from_rust(&self) -> bool {
-        self.capturing
+    pub(crate) fn set_captured_from_rust(&mut self, on: bool) {
+        self.capturing = on;
     }
 
-    /// Hands host memory to the capture under way; refused when none is.
-    pub(crate) fn keep_for_capture(&self, k: Kept) -> Result<()> {
-        if !self.capturing {
-            return Err(Error::new(Status::Capture, "the stream is not capturing (begin_capture first)"));
-        }
-        self.kept.lock().unwrap_or_else(PoisonError::into_inner).push(k);
-        Ok(())
-    }
-
-    /// Starts recording the work put on this stream into a graph. Only a
-    /// stream from [`Context::create_stream`] captures (InvalidArgument for
-    /// the default stream).
-    pub fn begin_capture(&mut self) -> Result<()> {
+    /// Starts recording the work put on this stream into a graph, and
+    /// returns the [`Capture`] through which buffers are recorded (its
+    /// `end` makes the graph; dropping it aborts). Only a stream from
+    /// [`Context::create_stream`] captures (InvalidArgument for the default
+    /// stream, which other `Stream` values may name).
+    pub fn begin_capture<'g>(&mut self) -> Result<Capture<'_, 'g>> {
         if !self.owned {
             return Err(Error::new(
                 Status::InvalidArgument,
@@ -91,34 +79,7 @@ impl Stream {
             ));
         }
         self.call(|c| unsafe { sys::metrale_graph_begin_capture(c, self.raw) })?;
-        self.capturing = true;
-        Ok(())
-    }
-
-    /// Ends the capture and instantiates the graph, which takes the host
-    /// memory recorded into it.
-    pub fn end_capture(&mut self) -> Result<Graph> {
-        let mut g = std::ptr::null_mut();
-        let r = self.call(|c| unsafe { sys::metrale_graph_end_capture(c, self.raw, &mut g) });
-        self.capturing = self.capturing && self.library_says_capturing();
-        let kept = if self.capturing { Vec::new() } else { self.take_kept() };
-        r?;
-        Ok(Graph::new(self.shared.clone(), g, kept))
-    }
-
-    /// Drops an active capture (OK when none is active) and the host memory
-    /// recorded into it (no replay can use it).
-    pub fn abort_capture(&mut self) -> Result<()> {
-        let r = self.call(|c| unsafe { sys::metrale_graph_abort_capture(c, self.raw) });
-        self.capturing = self.capturing && self.library_says_capturing();
-        if !self.capturing {
-            drop(self.take_kept());
-        }
-        r
-    }
-
-    fn take_kept(&mut self) -> Vec<Kept> {
-        std::mem::take(self.kept.get_mut().unwrap_or_else(PoisonError::into_inner))
+        Ok(Capture::new(self))
     }
 
     /// Makes this stream wait for the work recorded in `event`.

@@ -18,19 +18,56 @@ fn captured_host_copy_outlives_its_source() {
     let ctx = test_ctx(0);
     let mut buf = ctx.alloc::<u32>(256).unwrap();
     let mut s = ctx.create_stream().unwrap();
-    s.begin_capture().unwrap();
+    let mut cap = s.begin_capture().unwrap();
+    assert_eq!(buf.copy_from_host_async(&[1], cap.stream()).unwrap_err().status, Status::Capture);
+    assert_eq!(buf.memset_async(0, cap.stream()).unwrap_err().status, Status::Capture);
+    let dst = cap.lend(&mut buf);
     let src: Vec<u32> = (0..256).collect();
-    buf.copy_from_host_async(&src, &s).unwrap();
+    cap.copy_from_host(dst, &src).unwrap();
     drop(src);
     let noise = vec![0xDEADu32; 256]; // likely reuses the freed block
-    let g = s.end_capture().unwrap();
+    cap.copy_to_host(dst, vec![0u32; 256]).unwrap();
+    let mut g = cap.end().unwrap();
+    let want: Vec<u32> = (0..256).collect();
     for _ in 0..2 {
-        buf.memset(0).unwrap();
+        g.copy_from_host(dst, &[7u32; 256], &s).unwrap(); // between replays, through the graph
         g.launch(&s).unwrap();
-        s.synchronize().unwrap();
-        assert_eq!(buf.to_vec().unwrap(), (0..256).collect::<Vec<u32>>());
+        assert_eq!(g.host_output::<u32>(0).unwrap(), &want[..]);
+        let mut back = vec![0u32; 256];
+        g.copy_to_host(dst, &mut back, &s).unwrap();
+        assert_eq!(back, want);
     }
+    drop(g);
+    assert_eq!(buf.to_vec().unwrap(), want, "the graph gave the buffer back");
     drop(noise);
+}
+
+/// A buffer lent to one capture names nothing in another.
+#[test]
+fn lent_buffers_belong_to_their_capture() {
+    let _serial = capture_or_scan_lock();
+    let ctx = test_ctx(0);
+    let (mut a, mut b) = (ctx.alloc::<u8>(16).unwrap(), ctx.alloc::<u8>(16).unwrap());
+    let (mut s1, mut s2) = (ctx.create_stream().unwrap(), ctx.create_stream().unwrap());
+    let mut c1 = s1.begin_capture().unwrap();
+    let mut c2 = s2.begin_capture().unwrap();
+    let la = c1.lend(&mut a);
+    let lb = c2.lend(&mut b);
+    assert_eq!(c2.memset(la, 0).unwrap_err().status, Status::InvalidArgument);
+    assert_eq!(c2.copy(lb, la).unwrap_err().status, Status::InvalidArgument);
+    assert_eq!(c2.copy(lb, lb).unwrap_err().status, Status::InvalidArgument, "one buffer both ways");
+    c1.memset(la, 1).unwrap();
+    c2.memset(lb, 2).unwrap();
+    let mut g1 = c1.end().unwrap();
+    let g2 = c2.end().unwrap();
+    assert_eq!(g1.copy_from_host(lb, &[0u8; 16], &s1).unwrap_err().status, Status::InvalidArgument);
+    g1.launch(&s1).unwrap();
+    g2.launch(&s2).unwrap();
+    let mut back = [0u8; 16];
+    g1.copy_to_host(la, &mut back, &s1).unwrap();
+    assert_eq!(back, [1u8; 16]);
+    drop((g1, g2));
+    assert_eq!(b.to_vec().unwrap(), vec![2u8; 16]);
 }
 
 /// Was: a failed `to_vec()` during a capture still replayed a write into
@@ -43,12 +80,12 @@ fn failed_host_copies_during_capture_record_nothing() {
     let buf = ctx.alloc_from(&[9u32; 64]).unwrap();
     let mut pinned = ctx.alloc_pinned::<u32>(64).unwrap();
     let mut s = ctx.create_stream().unwrap();
-    s.begin_capture().unwrap();
+    let cap = s.begin_capture().unwrap();
     let mut v = vec![0u32; 64];
-    assert_eq!(buf.copy_to_host_on_stream(&mut v, &s).unwrap_err().status, Status::Capture);
-    assert_eq!(buf.copy_to_pinned_async(&mut pinned, &s).unwrap_err().status, Status::Capture);
+    assert_eq!(buf.copy_to_host_on_stream(&mut v, cap.stream()).unwrap_err().status, Status::Capture);
+    assert_eq!(buf.copy_to_pinned_async(&mut pinned, cap.stream()).unwrap_err().status, Status::Capture);
     drop(v);
-    let mut g = s.end_capture().unwrap();
+    let mut g = cap.end().unwrap();
     assert_eq!(g.host_outputs(), 0);
     let before = ctx.counters().unwrap();
     g.launch(&s).unwrap();
@@ -66,17 +103,19 @@ fn device_to_host_in_a_graph_writes_memory_the_graph_owns() {
     let _serial = capture_or_scan_lock();
     let ctx = test_ctx(0);
     let mut buf = ctx.alloc_from(&[1u32; 32]).unwrap();
+    let mut src = ctx.alloc::<u32>(32).unwrap();
     let mut s = ctx.create_stream().unwrap();
-    assert_eq!(buf.copy_to_host_in_graph(vec![0u32; 32], &s).unwrap_err().status, Status::Capture);
-    s.begin_capture().unwrap();
-    buf.copy_to_host_in_graph(vec![0u32; 32], &s).unwrap();
-    buf.copy_to_host_in_graph(ctx.alloc_pinned::<u32>(16).unwrap(), &s).unwrap();
+    let mut cap = s.begin_capture().unwrap();
+    let (d, from) = (cap.lend(&mut buf), cap.lend(&mut src));
+    cap.copy(d, from).unwrap();
+    cap.copy_to_host(d, vec![0u32; 32]).unwrap();
+    cap.copy_to_host(d, ctx.alloc_pinned::<u32>(16).unwrap()).unwrap();
     let too_long = vec![0u32; 33];
-    assert_eq!(buf.copy_to_host_in_graph(too_long, &s).unwrap_err().status, Status::InvalidArgument);
-    let mut g = s.end_capture().unwrap();
+    assert_eq!(cap.copy_to_host(d, too_long).unwrap_err().status, Status::InvalidArgument);
+    let mut g = cap.end().unwrap();
     assert_eq!(g.host_outputs(), 2);
     for value in [5u32, 6] {
-        buf.copy_from_host(&[value; 32]).unwrap();
+        g.copy_from_host(from, &[value; 32], &s).unwrap();
         g.launch(&s).unwrap();
         assert_eq!(g.host_output::<u32>(0).unwrap(), &[value; 32][..]);
         assert_eq!(g.host_output::<u32>(1).unwrap(), &[value; 16][..]);
@@ -99,9 +138,11 @@ fn capture_is_refused_where_rust_could_not_track_it() {
     assert!(!d.is_capturing());
     let mut s = ctx.create_stream().unwrap();
     let e = ctx.create_event(false).unwrap();
-    s.begin_capture().unwrap();
-    assert_eq!(e.record(&s).unwrap_err().status, Status::Capture);
-    s.abort_capture().unwrap();
+    let cap = s.begin_capture().unwrap();
+    assert_eq!(e.record(cap.stream()).unwrap_err().status, Status::Capture);
+    cap.abort().unwrap();
+    assert!(!s.is_capturing());
+    drop(s.begin_capture().unwrap()); // Drop aborts too
     assert!(!s.is_capturing());
     e.record(&s).unwrap();
     e.synchronize().unwrap();
