@@ -41,7 +41,7 @@
 //! let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host))?;
 //! ctx.register_host_kernel("demo", "fill_u32", fill_u32, &[8, 4, 8])?;
 //! let k = ctx.kernel("demo", "fill_u32")?;
-//! let mut buf = ctx.alloc::<u32>(256)?;
+//! let buf = ctx.alloc::<u32>(256)?;
 //! unsafe { k.launch(1, 256).arg(&buf).arg(7u32).arg(256u64).run()? };
 //! assert!(buf.to_vec()?.iter().all(|&v| v == 7));
 //! # Ok(())
