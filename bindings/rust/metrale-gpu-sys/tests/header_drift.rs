@@ -18,8 +18,63 @@ fn manifest_dir() -> PathBuf {
     std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
+/// The header to compare with, found once per test binary.
 fn header_path() -> PathBuf {
-    manifest_dir().join("../../../include/metrale_gpu.h")
+    static FOUND: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let pkg_config = std::env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".into());
+            let path = locate_header(&manifest_dir(), &pkg_config).unwrap_or_else(|| {
+                panic!(
+                    "metrale_gpu.h not found: neither `{pkg_config} --variable=includedir metrale_gpu` nor its \
+                     --cflags name a folder holding it, and {} has none (set PKG_CONFIG_PATH)",
+                    manifest_dir().join("../../../include").display()
+                )
+            });
+            eprintln!("header_drift: comparing with {}", path.display());
+            path
+        })
+        .clone()
+}
+
+/// Where metrale_gpu.h is: the header of the library the crate links
+/// (pkg-config's `includedir`, then each `-I` of `--cflags`) comes first,
+/// so a crate vendored outside this repository checks the installed header;
+/// the repository's `include/` is the fallback when pkg-config has none.
+fn locate_header(manifest: &std::path::Path, pkg_config: &str) -> Option<PathBuf> {
+    let ask = |args: &[&str]| -> Vec<PathBuf> {
+        Command::new(pkg_config)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(|w| PathBuf::from(w.strip_prefix("-I").unwrap_or(w)))
+            .collect()
+    };
+    let mut dirs = ask(&["--variable=includedir", "metrale_gpu"]);
+    dirs.extend(ask(&["--cflags-only-I", "metrale_gpu"]));
+    dirs.push(manifest.join("../../../include"));
+    dirs.into_iter().map(|d| d.join("metrale_gpu.h")).find(|h| h.is_file())
+}
+
+/// A copy of the crate outside the repository (no ../../../include) still
+/// finds the header through pkg-config, and the one it finds is this
+/// repository's header (test.sh points PKG_CONFIG_PATH at this build).
+#[test]
+fn header_is_found_through_pkg_config_when_vendored() {
+    let vendored = std::env::temp_dir().join("metrale-gpu-sys-vendored/a/b/c");
+    std::fs::create_dir_all(&vendored).unwrap();
+    assert!(!vendored.join("../../../include/metrale_gpu.h").exists());
+    let pkg_config = std::env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".into());
+    let found = locate_header(&vendored, &pkg_config).expect("pkg-config names the include folder");
+    let in_tree = manifest_dir().join("../../../include/metrale_gpu.h");
+    if in_tree.is_file() {
+        assert_eq!(read(&found), read(&in_tree), "pkg-config's header is not this repository's");
+    }
+    assert_eq!(locate_header(&vendored, "/nonexistent/pkg-config"), None, "no pkg-config, no in-tree header: none");
 }
 
 fn read(path: &PathBuf) -> String {

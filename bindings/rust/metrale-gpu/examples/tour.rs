@@ -72,9 +72,9 @@ fn tour() -> metrale_gpu::Result<()> {
     let info = ctx.device_info()?;
     println!("1. context on the {:?} backend: {}, {} MiB", ctx.backend(), info.name, info.total_memory >> 20);
 
-    let a = ctx.alloc::<f32>(N)?;
-    let b = ctx.alloc::<f32>(N)?;
-    let c = alloc_output(&ctx)?;
+    let mut a = ctx.alloc::<f32>(N)?;
+    let mut b = ctx.alloc::<f32>(N)?;
+    let mut c = alloc_output(&ctx)?;
     println!("2. three allocations of {} bytes from two call sites", N * 4);
 
     let ha: Vec<f32> = (0..N).map(|i| i as f32).collect();
@@ -89,18 +89,28 @@ fn tour() -> metrale_gpu::Result<()> {
     assert!(hc.iter().enumerate().all(|(i, &v)| v == 3.0 * i as f32), "c = a + b");
     println!("4. launched add_f32: c = a + b checked on the host");
 
-    let stream = ctx.create_stream()?;
-    stream.begin_capture()?;
+    // The graph also copies c back: c is lent to the capture for the
+    // graph's life, and host memory a replay writes is moved into the graph
+    // and read from it once the replays are done.
+    let mut stream = ctx.create_stream()?;
+    let mut capture = stream.begin_capture()?;
     for _ in 0..3 {
-        add(&k, Some(&stream), &c, &b, &c, N as u64)?;
+        add(&k, Some(capture.stream()), &c, &b, &c, N as u64)?;
     }
-    let graph = stream.end_capture()?;
+    let lent_c = capture.lend(&mut c);
+    capture.copy_to_host(lent_c, ctx.alloc_pinned::<f32>(N)?)?;
+    let mut graph = capture.end()?;
     graph.launch(&stream)?;
     graph.launch(&stream)?;
-    stream.synchronize()?;
-    let hc = c.to_vec()?;
+    let hc = graph.host_output::<f32>(0)?;
     assert!(hc.iter().enumerate().all(|(i, &v)| v == 15.0 * i as f32), "c = a + 7b = 15i");
-    println!("5. graph of 3 launches captured, replayed twice, checked");
+    drop(graph); // gives c back
+    println!("5. graph of 3 launches and a copy back captured, replayed twice, checked");
+
+    // An async copy into pinned memory: the slice waits for it to land.
+    let mut pinned = ctx.alloc_pinned::<f32>(N)?;
+    c.copy_to_pinned_async(&mut pinned, &stream)?;
+    assert_eq!(pinned.as_slice()?[N - 1], 15.0 * (N - 1) as f32);
 
     add(&k, None, &a, &b, &c, N as u64 + 4)?; // the bug on purpose: 16 bytes past c
     ctx.synchronize()?;
@@ -121,8 +131,8 @@ fn tour() -> metrale_gpu::Result<()> {
 
     a.free()?;
     b.free()?;
-    std::mem::forget(c); // left on purpose: closing the context sweeps it and names the site
-    drop((graph, stream));
+    c.into_raw(); // given up on purpose: closing the context sweeps it and names the site
+    drop((stream, k, pinned)); // every handle shares the context: close needs them gone
     ctx.close()?;
     println!("9. freed two buffers; closing the context swept the third");
     metrale_gpu::clear_log_callback();

@@ -1,9 +1,10 @@
-//! Device buffers: typed, freed on Drop, bounds-checked copies.
+//! Device buffers: typed, freed on Drop, bounds-checked copies. Every call
+//! that writes the buffer takes `&mut self`, so two threads can never write
+//! one buffer at once, nor one write while another thread reads.
 
 use crate::context::Context;
 use crate::error::{check, Error, Result, Status};
 use crate::shared::Shared;
-use crate::stream::Stream;
 use crate::util::Site;
 use metrale_gpu_sys as sys;
 use std::marker::PhantomData;
@@ -23,45 +24,87 @@ macro_rules! pod {
 pod!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
 unsafe impl<T: Pod, const N: usize> Pod for [T; N] {}
 
-/// `len` elements of `T` in device memory, on the context's ledger.
-/// Dropping it frees it (silently after the context was closed, since the
-/// context's destroy already did).
+/// Which allocator a buffer came from, so Drop frees it the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// `metrale_alloc_at` / `metrale_alloc_managed_at`: on the ledger.
+    Ledger,
+    /// `metrale_alloc_arena`: off the ledger.
+    Arena,
+}
+
+/// `len` elements of `T` in device memory. Dropping it frees it; it keeps
+/// its context alive meanwhile.
+///
+/// Writes take `&mut self`: two threads cannot write one buffer at once.
+///
+/// ```compile_fail,E0499
+/// # use metrale_gpu::{Backend, Context, ContextOptions};
+/// let ctx = Context::with_options(&ContextOptions::default().backend(Backend::Host)).unwrap();
+/// let (s1, s2) = (ctx.create_stream().unwrap(), ctx.create_stream().unwrap());
+/// let mut buf = ctx.alloc::<u32>(1024).unwrap();
+/// let (a, b) = (vec![1u32; 1024], vec![2u32; 1024]);
+/// std::thread::scope(|t| {
+///     t.spawn(|| buf.copy_from_host_async(&a, &s1).unwrap());
+///     t.spawn(|| buf.copy_from_host_async(&b, &s2).unwrap()); // a second &mut: refused
+/// });
+/// ```
 pub struct DeviceBuffer<T: Pod> {
     pub(crate) shared: Arc<Shared>,
-    ptr: sys::metrale_devptr_t,
+    pub(crate) ptr: sys::metrale_devptr_t,
     len: usize,
+    origin: Origin,
     _elem: PhantomData<T>,
 }
 
-fn bytes_of<T>(len: usize) -> Result<usize> {
+// SAFETY: a device address and an Arc; the library is thread-safe, and
+// writes need &mut.
+unsafe impl<T: Pod> Send for DeviceBuffer<T> {}
+unsafe impl<T: Pod> Sync for DeviceBuffer<T> {}
+
+pub(crate) fn bytes_of<T>(len: usize) -> Result<usize> {
     len.checked_mul(std::mem::size_of::<T>())
         .ok_or_else(|| Error::new(Status::InvalidArgument, format!("{len} elements overflow usize bytes")))
 }
 
-fn size_mismatch(what: &str, have: usize, want: usize) -> Error {
+pub(crate) fn size_mismatch(what: &str, have: usize, want: usize) -> Error {
     Error::new(Status::InvalidArgument, format!("{what}: {have} elements given, the buffer holds {want}"))
 }
 
 impl<T: Pod> DeviceBuffer<T> {
     pub(crate) fn alloc(ctx: &Context, len: usize, managed: bool, site: Site) -> Result<Self> {
         let bytes = bytes_of::<T>(len)?;
-        let mut ptr = 0;
-        ctx.call(|c| unsafe {
-            if managed {
-                sys::metrale_alloc_managed_at(c, bytes, site.file.as_ptr(), site.line, &mut ptr)
-            } else {
-                sys::metrale_alloc_at(c, bytes, site.file.as_ptr(), site.line, &mut ptr)
-            }
+        let shared = &ctx.shared;
+        let ptr = shared.alloc_owned(|| {
+            let mut ptr = 0;
+            check(unsafe {
+                if managed {
+                    sys::metrale_alloc_managed_at(shared.raw(), bytes, site.file.as_ptr(), site.line, &mut ptr)
+                } else {
+                    sys::metrale_alloc_at(shared.raw(), bytes, site.file.as_ptr(), site.line, &mut ptr)
+                }
+            })?;
+            Ok(ptr)
         })?;
-        Ok(DeviceBuffer { shared: ctx.shared.clone(), ptr, len, _elem: PhantomData })
+        Ok(DeviceBuffer { shared: shared.clone(), ptr, len, origin: Origin::Ledger, _elem: PhantomData })
     }
 
+    pub(crate) fn alloc_arena(ctx: &Context, len: usize) -> Result<Self> {
+        let bytes = bytes_of::<T>(len)?;
+        let mut ptr = 0;
+        ctx.call(|c| unsafe { sys::metrale_alloc_arena(c, bytes, &mut ptr) })?;
+        Ok(DeviceBuffer { shared: ctx.shared.clone(), ptr, len, origin: Origin::Arena, _elem: PhantomData })
+    }
+
+    /// The number of elements.
     pub fn len(&self) -> usize {
         self.len
     }
+    /// True for a buffer of no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// The size in bytes.
     pub fn bytes(&self) -> usize {
         self.len * std::mem::size_of::<T>()
     }
@@ -69,13 +112,17 @@ impl<T: Pod> DeviceBuffer<T> {
     pub fn as_devptr(&self) -> sys::metrale_devptr_t {
         self.ptr
     }
+    /// True for memory from [`Context::alloc_arena`] (not on the ledger).
+    pub fn is_arena(&self) -> bool {
+        self.origin == Origin::Arena
+    }
 
-    fn call(&self, f: impl FnOnce(*mut sys::metrale_context_t) -> sys::metrale_status_t) -> Result<()> {
-        self.shared.with(|c| check(f(c)))
+    pub(crate) fn call(&self, f: impl FnOnce(*mut sys::metrale_context_t) -> sys::metrale_status_t) -> Result<()> {
+        check(f(self.shared.raw()))
     }
 
     /// Copies `src` to the start of the buffer; `src` may not be longer.
-    pub fn copy_from_host(&self, src: &[T]) -> Result<()> {
+    pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
         if src.len() > self.len {
             return Err(size_mismatch("copy_from_host", src.len(), self.len));
         }
@@ -103,7 +150,7 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 
     /// Device-to-device copy of all of `src` to the start of this buffer.
-    pub fn copy_from(&self, src: &DeviceBuffer<T>) -> Result<()> {
+    pub fn copy_from(&mut self, src: &DeviceBuffer<T>) -> Result<()> {
         Shared::same(&self.shared, &src.shared)?;
         if src.len > self.len {
             return Err(size_mismatch("copy_from", src.len, self.len));
@@ -112,62 +159,44 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 
     /// Sets every byte of the buffer to `value`.
-    pub fn memset(&self, value: u8) -> Result<()> {
+    pub fn memset(&mut self, value: u8) -> Result<()> {
         self.call(|c| unsafe { sys::metrale_memset(c, self.ptr, value, self.bytes()) })
     }
 
-    /// Host to device on `stream`; `src` may be reused on return (the
-    /// library waits when it would read `src` later).
-    pub fn copy_from_host_async(&self, src: &[T], stream: &Stream) -> Result<()> {
-        Shared::same(&self.shared, &stream.shared)?;
-        if src.len() > self.len {
-            return Err(size_mismatch("copy_from_host_async", src.len(), self.len));
+    fn release(&mut self) -> Result<()> {
+        let ptr = std::mem::replace(&mut self.ptr, 0);
+        let r = match self.origin {
+            Origin::Ledger => self.call(|c| unsafe { sys::metrale_free(c, ptr) }),
+            Origin::Arena => self.call(|c| unsafe { sys::metrale_free_arena(c, ptr) }),
+        };
+        if self.origin == Origin::Ledger {
+            self.shared.release_owned();
         }
-        let bytes = std::mem::size_of_val(src);
-        self.call(|c| unsafe {
-            sys::metrale_copy_h2d_async(c, src.as_ptr().cast(), bytes, self.ptr, stream.raw)
-        })
-    }
-
-    /// Device to host on `stream`, waiting for the stream before returning.
-    pub fn copy_to_host_on_stream(&self, dst: &mut [T], stream: &Stream) -> Result<()> {
-        Shared::same(&self.shared, &stream.shared)?;
-        if dst.len() > self.len {
-            return Err(size_mismatch("copy_to_host_on_stream", dst.len(), self.len));
-        }
-        let bytes = std::mem::size_of_val(dst);
-        self.call(|c| unsafe {
-            sys::metrale_copy_d2h_on_stream(c, self.ptr, dst.as_mut_ptr().cast(), bytes, stream.raw)
-        })
-    }
-
-    /// Device-to-device copy on `stream` (recorded when the stream captures).
-    pub fn copy_from_async(&self, src: &DeviceBuffer<T>, stream: &Stream) -> Result<()> {
-        Shared::same(&self.shared, &src.shared)?;
-        Shared::same(&self.shared, &stream.shared)?;
-        if src.len > self.len {
-            return Err(size_mismatch("copy_from_async", src.len, self.len));
-        }
-        self.call(|c| unsafe { sys::metrale_copy_d2d_async(c, src.ptr, self.ptr, src.bytes(), stream.raw) })
-    }
-
-    pub fn memset_async(&self, value: u8, stream: &Stream) -> Result<()> {
-        Shared::same(&self.shared, &stream.shared)?;
-        self.call(|c| unsafe { sys::metrale_memset_async(c, self.ptr, value, self.bytes(), stream.raw) })
+        r
     }
 
     /// Frees now and reports the library's status (Drop ignores it).
     pub fn free(mut self) -> Result<()> {
+        self.release()
+    }
+
+    /// Gives the memory up without freeing it and returns its address: it
+    /// stays on the ledger (a leak the context's destroy, or
+    /// [`Context::sweep_unreleased`], frees and names by site). Freeing it
+    /// is then the caller's business, through the sys crate.
+    pub fn into_raw(mut self) -> sys::metrale_devptr_t {
         let ptr = std::mem::replace(&mut self.ptr, 0);
-        self.call(|c| unsafe { sys::metrale_free(c, ptr) })
+        if self.origin == Origin::Ledger {
+            self.shared.release_owned();
+        }
+        ptr
     }
 }
 
 impl<T: Pod> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
         if self.ptr != 0 {
-            let ptr = self.ptr;
-            let _ = self.call(|c| unsafe { sys::metrale_free(c, ptr) });
+            let _ = self.release();
         }
     }
 }

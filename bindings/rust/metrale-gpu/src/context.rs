@@ -4,6 +4,7 @@ use crate::buffer::{DeviceBuffer, Pod};
 use crate::error::{check, Error, Result, Status};
 use crate::kernel::{Kernel, Module};
 use crate::pinned::PinnedHostBuffer;
+use crate::registered::RegisteredHost;
 use crate::shared::Shared;
 use crate::stream::{Event, Stream};
 use crate::util::{c_string, site};
@@ -17,6 +18,7 @@ use std::sync::Arc;
 pub enum Backend {
     /// CUDA where a device answers, else host.
     Auto,
+    /// The CUDA driver (loaded at run time); NoDriver or NoDevice without one.
     Cuda,
     /// Device memory is host memory; kernels are registered C/Rust functions.
     Host,
@@ -62,10 +64,12 @@ impl Default for ContextOptions {
 }
 
 impl ContextOptions {
+    /// Which backend to use (default [`Backend::Auto`]).
     pub fn backend(mut self, b: Backend) -> Self {
         self.raw.backend = b.to_raw();
         self
     }
+    /// The CUDA device ordinal (default 0).
     pub fn device(mut self, ordinal: i32) -> Self {
         self.raw.device = ordinal;
         self
@@ -75,26 +79,32 @@ impl ContextOptions {
         self.raw.redzone_bytes = bytes;
         self
     }
+    /// Pads only allocations whose sequence number is at least `seq`.
     pub fn redzone_min_index(mut self, seq: u64) -> Self {
         self.raw.redzone_min_index = seq;
         self
     }
+    /// Checks every device range of copies and memsets against the ledger.
     pub fn checked_pointers(mut self, on: bool) -> Self {
         self.raw.checked_pointers = on.into();
         self
     }
+    /// Synchronizes after every launch, so a fault names its launch.
     pub fn debug_sync(mut self, on: bool) -> Self {
         self.raw.debug_sync = on.into();
         self
     }
+    /// Records launches, device copies and memsets ([`Context::launch_trace`]).
     pub fn launch_trace(mut self, on: bool) -> Self {
         self.raw.launch_trace = on.into();
         self
     }
+    /// Times every launch with events ([`Context::kernel_timings`]).
     pub fn kernel_timing(mut self, on: bool) -> Self {
         self.raw.kernel_timing = on.into();
         self
     }
+    /// Entries kept by the launch trace and the kernel audit (newest kept).
     pub fn trace_capacity(mut self, entries: usize) -> Self {
         self.raw.trace_capacity = entries;
         self
@@ -111,9 +121,21 @@ pub type HostKernelFn = unsafe extern "C" fn(
     user: *mut c_void,
 ) -> sys::metrale_status_t;
 
-/// A device context. Dropping it (or [`Context::close`]) destroys it: the
-/// library frees whatever is still allocated and logs the sites. Buffers,
-/// streams and kernels made from it return errors once it is gone.
+/// A device context.
+///
+/// Every handle made from it (buffers, pinned memory, streams, events,
+/// graphs, modules, kernels) shares ownership of it, as clones of the
+/// `Context` do: the library's context is destroyed when the last of them
+/// is dropped, never under a live handle. [`Context::close`] destroys it at
+/// once when nothing else holds it, and reports the status.
+///
+/// ```compile_fail,E0507
+/// // Only the owner can close a context: not through a reference.
+/// fn close_shared(ctx: &metrale_gpu::Context) {
+///     ctx.close().unwrap();
+/// }
+/// ```
+#[derive(Clone)]
 pub struct Context {
     pub(crate) shared: Arc<Shared>,
 }
@@ -124,6 +146,8 @@ impl Context {
         Context::with_options(&ContextOptions::default())
     }
 
+    /// A context with the given options (environment variables override
+    /// them).
     pub fn with_options(opts: &ContextOptions) -> Result<Context> {
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid pointers; on OK raw is a context we own.
@@ -131,27 +155,43 @@ impl Context {
         Ok(Context { shared: Shared::new(raw) })
     }
 
-    /// Destroys the context now and reports the library's status. Dropping
-    /// does the same and ignores the status.
+    /// Destroys the context now and reports the library's status, when
+    /// this is its last owner. While other handles (clones, buffers,
+    /// streams, events, graphs, modules, kernels) still hold it, nothing is
+    /// destroyed: `Err(InvalidArgument)` says how many, and the context is
+    /// destroyed when the last of them is dropped, as if this `Context` had
+    /// been dropped. Dropping the last owner destroys it and ignores the
+    /// status.
     pub fn close(self) -> Result<()> {
-        self.shared.close()
+        match Arc::try_unwrap(self.shared) {
+            Ok(shared) => shared.destroy(),
+            Err(still) => {
+                let others = Arc::strong_count(&still) - 1;
+                Err(Error::new(
+                    Status::InvalidArgument,
+                    format!(
+                        "close: {others} other handle(s) (buffers, streams, events, graphs, kernels, clones) still \
+                         use this context; it is destroyed when the last of them is dropped"
+                    ),
+                ))
+            }
+        }
     }
 
     /// The raw pointer, for calls through `metrale_gpu_sys`. Valid while
-    /// this `Context` lives.
+    /// this `Context` (or any handle made from it) lives.
     pub fn as_raw(&self) -> *mut sys::metrale_context_t {
-        self.shared.with(Ok).unwrap_or(std::ptr::null_mut())
+        self.shared.raw()
     }
 
     pub(crate) fn call(&self, f: impl FnOnce(*mut sys::metrale_context_t) -> sys::metrale_status_t) -> Result<()> {
         self.shared.with(|c| check(f(c)))
     }
 
+    /// The backend this context runs on.
     pub fn backend(&self) -> Backend {
         // SAFETY: a live context.
-        self.shared
-            .with(|c| Ok(Backend::from_raw(unsafe { sys::metrale_context_backend(c) })))
-            .unwrap_or(Backend::Auto)
+        Backend::from_raw(unsafe { sys::metrale_context_backend(self.shared.raw()) })
     }
 
     /// `Err(ContextLost)` once a sticky device fault was latched.
@@ -180,14 +220,27 @@ impl Context {
     /// Allocates a buffer the size of `data` and copies `data` into it.
     #[track_caller]
     pub fn alloc_from<T: Pod>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
-        let buf = DeviceBuffer::alloc(self, data.len(), false, site())?;
+        let mut buf = DeviceBuffer::alloc(self, data.len(), false, site())?;
         buf.copy_from_host(data)?;
         Ok(buf)
     }
 
+    /// Device memory off the ledger, without a red zone, for arenas the
+    /// caller manages (`metrale_alloc_arena`); freed on Drop.
+    pub fn alloc_arena<T: Pod>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        DeviceBuffer::alloc_arena(self, len)
+    }
+
     /// Page-locked host memory of `len` elements, zeroed.
-    pub fn alloc_pinned<T: Pod>(&self, len: usize) -> Result<PinnedHostBuffer<'_, T>> {
+    pub fn alloc_pinned<T: Pod>(&self, len: usize) -> Result<PinnedHostBuffer<T>> {
         PinnedHostBuffer::alloc(self, len)
+    }
+
+    /// Page-locks `memory` for as long as the returned value lives (it
+    /// borrows `memory` mutably, so the memory cannot be freed or moved
+    /// meanwhile); unregistered on Drop.
+    pub fn register_host<'a, T: Pod>(&self, memory: &'a mut [T]) -> Result<RegisteredHost<'a, T>> {
+        RegisteredHost::register(self, memory)
     }
 
     /// The context's own stream (what a missing stream means everywhere).
@@ -195,6 +248,7 @@ impl Context {
         Stream::default_of(self)
     }
 
+    /// A new stream, destroyed on Drop.
     pub fn create_stream(&self) -> Result<Stream> {
         Stream::create(self)
     }
@@ -246,6 +300,7 @@ impl Context {
         Ok(Module::new(self, name))
     }
 
+    /// Loads a module image from a file (cuda backend).
     pub fn load_module_file(&self, name: &str, path: impl AsRef<Path>) -> Result<Module> {
         let n = c_string(name)?;
         let p = c_string(path.as_ref().to_str().ok_or_else(|| {
@@ -264,9 +319,10 @@ impl Context {
         }
     }
 
+    /// True when a module of that name is loaded or registered.
     pub fn has_module(&self, name: &str) -> Result<bool> {
         let n = c_string(name)?;
-        self.shared.with(|c| Ok(unsafe { sys::metrale_has_module(c, n.as_ptr()) } == 1))
+        Ok(unsafe { sys::metrale_has_module(self.shared.raw(), n.as_ptr()) } == 1)
     }
 
     /// Looks up `module::func`; the kernel audit records the caller's line.
@@ -275,6 +331,7 @@ impl Context {
         Kernel::get(self, module, func, site())
     }
 
+    /// The device's name, compute capability, SMs and memory.
     pub fn device_info(&self) -> Result<crate::DeviceInfo> {
         let mut info: sys::metrale_device_info_t = unsafe { std::mem::zeroed() };
         self.call(|c| unsafe { sys::metrale_device_info(c, &mut info) })?;
@@ -295,6 +352,7 @@ impl Context {
         Ok(n)
     }
 
+    /// The device's total memory in bytes.
     pub fn total_memory(&self) -> Result<usize> {
         self.size_query(sys::metrale_total_memory)
     }
@@ -302,6 +360,7 @@ impl Context {
     pub fn free_memory(&self) -> Result<usize> {
         self.size_query(sys::metrale_free_memory)
     }
+    /// What the device itself reports free.
     pub fn device_free_memory(&self) -> Result<usize> {
         self.size_query(sys::metrale_device_free_memory)
     }
@@ -309,17 +368,13 @@ impl Context {
     pub fn live_bytes(&self) -> Result<usize> {
         self.size_query(sys::metrale_live_bytes)
     }
+    /// The number of live ledger allocations.
     pub fn live_count(&self) -> Result<usize> {
         self.size_query(sys::metrale_live_count)
     }
+    /// Bytes reserved beyond those asked for, from size rounding.
     pub fn chunk_slack_bytes(&self) -> Result<usize> {
         self.size_query(sys::metrale_chunk_slack_bytes)
-    }
-}
-
-impl Drop for Context {
-    fn drop(&mut self) {
-        let _ = self.shared.close();
     }
 }
 

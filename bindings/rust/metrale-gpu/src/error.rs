@@ -8,18 +8,31 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Status {
+    /// An argument is NULL, zero, out of range or unknown.
     InvalidArgument,
+    /// The device (or host) could not provide the bytes.
     OutOfMemory,
+    /// No such allocation, module, kernel or entry.
     NotFound,
+    /// libcuda.so.1 is missing, a stub, or cuInit failed.
     NoDriver,
+    /// The driver answers but has no such device.
     NoDevice,
+    /// This backend or driver cannot do it.
     Unsupported,
+    /// A sticky device fault: the context is unusable.
     ContextLost,
+    /// A scan found overwritten red-zone pads.
     RedzoneCorrupted,
+    /// Checked pointers: a range outside any live allocation.
     OutOfBounds,
+    /// Stream capture is active, invalidated or absent.
     Capture,
+    /// The caller's buffer holds less than the answer.
     BufferTooSmall,
+    /// Any other driver failure; the message has its code.
     Driver,
+    /// A bug in the library (or a status this crate does not know).
     Internal,
 }
 
@@ -75,7 +88,9 @@ impl Status {
 /// A failed call: the status and the library's message for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
+    /// What kind of failure.
     pub status: Status,
+    /// The library's message: the site, the argument, what to do.
     pub message: String,
 }
 
@@ -86,11 +101,6 @@ impl Error {
     /// An error raised by this crate itself (before the library was called).
     pub fn new(status: Status, message: impl Into<String>) -> Error {
         Error { status, message: message.into() }
-    }
-
-    /// The error for a handle whose context was closed.
-    pub(crate) fn closed() -> Error {
-        Error::new(Status::InvalidArgument, "the context was closed; this handle is no longer usable")
     }
 
     /// Reads the thread-local message right after the failing call (Rust

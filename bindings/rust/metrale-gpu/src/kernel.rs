@@ -12,8 +12,11 @@ use std::sync::Arc;
 /// Grid or block dimensions. `From` a `u32`, `(u32, u32)` or `(u32, u32, u32)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dim3 {
+    /// Extent in x.
     pub x: u32,
+    /// Extent in y.
     pub y: u32,
+    /// Extent in z.
     pub z: u32,
 }
 
@@ -55,6 +58,7 @@ impl Module {
         Module { shared: ctx.shared.clone(), name: name.to_string() }
     }
 
+    /// The module's name.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -109,6 +113,7 @@ impl Kernel {
         Launch::new(self, grid.into(), block.into())
     }
 
+    /// The raw handle, for calls through `metrale_gpu_sys`.
     pub fn as_raw(&self) -> *mut sys::metrale_kernel_t {
         self.raw
     }

@@ -9,6 +9,7 @@ use metrale_gpu_sys as sys;
 
 /// A value that can be a kernel argument: packed at its own alignment.
 pub trait KernelArg {
+    /// Appends this argument's bytes to the packed argument buffer.
     fn pack(&self, args: &mut Vec<u8>);
 }
 
@@ -82,7 +83,13 @@ impl<'a> Launch<'a> {
     ///
     /// # Safety
     /// A kernel reads and writes whatever its pointer arguments point at:
-    /// the caller vouches that they are valid for what the kernel does.
+    /// the caller vouches that they are valid for what the kernel does. On
+    /// a capturing stream ([`Capture::stream`](crate::Capture::stream)) the
+    /// kernel runs again at every replay of the graph: the memory must stay
+    /// valid, and untouched by other code while a replay runs, for as long
+    /// as the graph lives (lending the buffers to the capture,
+    /// [`Capture::lend`](crate::Capture::lend), makes the borrow checker
+    /// hold them).
     pub unsafe fn run(self) -> Result<()> {
         if let Some(e) = self.error {
             return Err(e);

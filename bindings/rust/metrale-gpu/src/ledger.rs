@@ -9,82 +9,122 @@ use metrale_gpu_sys as sys;
 /// What kind of memory an allocation is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AllocKind {
+    /// Device memory ([`Context::alloc`]).
     Device,
+    /// Managed (unified) memory ([`Context::alloc_managed`]).
     Managed,
 }
 
 /// One live ledger entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Allocation {
+    /// The device address the caller got.
     pub ptr: u64,
+    /// The bytes asked for.
     pub bytes: usize,
+    /// The red-zone sequence number (per context, from 0).
     pub seq: u64,
+    /// The allocating file, as the caller's `file!()`.
     pub file: String,
+    /// The allocating line.
     pub line: i32,
+    /// Device or managed.
     pub kind: AllocKind,
+    /// Bytes of red-zone pad after the buffer (0 = none).
     pub redzone_bytes: usize,
 }
 
 /// One overwritten red-zone pad.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RedzoneViolation {
+    /// The allocation's device address.
     pub ptr: u64,
+    /// Its size as asked.
     pub bytes: usize,
+    /// Its sequence number.
     pub seq: u64,
+    /// Its allocating file.
     pub file: String,
+    /// Its allocating line.
     pub line: i32,
     /// From the end of the buffer: 0 is the byte at ptr + bytes.
     pub first_bad_offset: usize,
+    /// How many pad bytes differ from the pattern.
     pub bad_bytes: usize,
+    /// The pattern byte.
     pub expected: u8,
+    /// What the first bad byte holds.
     pub found: u8,
 }
-
-/// Telemetry counters (see `metrale_counters_t`).
-pub type Counters = sys::metrale_counters_t;
 
 /// What a launch-trace entry records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceKind {
+    /// A kernel launch.
     Launch,
+    /// A device-to-device copy (args: src, dst, bytes).
     D2D,
+    /// An async memset (args: ptr, value, bytes).
     Memset,
 }
 
+/// One launch-trace entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceEntry {
+    /// What was put on the stream.
     pub kind: TraceKind,
     /// "module::function" for launches.
     pub kernel: Option<String>,
+    /// The launch's grid.
     pub grid: Dim3,
+    /// The launch's block.
     pub block: Dim3,
+    /// Dynamic shared memory bytes.
     pub shared_bytes: u32,
+    /// The arguments widened to 64 bits (at most 8).
     pub args: Vec<u64>,
 }
 
+/// One kernel lookup, found or not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelAuditEntry {
+    /// The module name looked up.
     pub module: String,
+    /// The function name looked up.
     pub function: String,
+    /// Whether the lookup found it.
     pub found: bool,
+    /// The caller's file.
     pub file: String,
+    /// The caller's line.
     pub line: i32,
 }
 
+/// Launch count and total time of one kernel (kernel timing on).
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelTiming {
+    /// "module::function".
     pub kernel: String,
+    /// Timed launches.
     pub launches: u64,
+    /// Their total time in milliseconds.
     pub total_ms: f64,
 }
 
+/// What the device is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
+    /// The device's name.
     pub name: String,
+    /// (major, minor); (0, 0) on the host backend.
     pub compute_capability: (i32, i32),
+    /// Multiprocessors (CPUs on the host backend).
     pub sm_count: i32,
+    /// Total memory in bytes.
     pub total_memory: usize,
+    /// The backend answering.
     pub backend: Backend,
+    /// The device ordinal.
     pub ordinal: i32,
 }
 
@@ -94,7 +134,8 @@ impl Context {
     /// Size query, then read; retried while the list grows in between.
     /// `also_ok` is a status that still fills the list (the scan's).
     fn read_list<T: Copy, R>(&self, f: ListFn<T>, also_ok: Option<Status>, conv: impl Fn(&T) -> R) -> Result<Vec<R>> {
-        self.shared.with(|c| loop {
+        let c = self.as_raw();
+        loop {
             let mut count = 0usize;
             let st = unsafe { f(c, std::ptr::null_mut(), 0, &mut count) };
             if st != sys::METRALE_OK && also_ok.map(Status::to_raw) != Some(st) {
@@ -111,9 +152,9 @@ impl Context {
             }
             // SAFETY: the library wrote min(got, count) entries.
             unsafe { buf.set_len(got.min(count)) };
-            // Strings are copied while the read lock keeps the context alive.
+            // Strings are copied while self keeps the context alive.
             return Ok(buf.iter().map(&conv).collect());
-        })
+        }
     }
 
     /// Live ledger allocations, oldest first, with their sites.
@@ -153,7 +194,8 @@ impl Context {
     /// Live bytes by allocation site, largest first (`top_n` 0 = all sites,
     /// `min_mib` 0 = any size), then a total line.
     pub fn alloc_report(&self, top_n: usize, min_mib: usize) -> Result<String> {
-        self.shared.with(|c| loop {
+        let c = self.as_raw();
+        loop {
             let mut needed = 0usize;
             check(unsafe { sys::metrale_alloc_report(c, top_n, min_mib, std::ptr::null_mut(), 0, &mut needed) })?;
             let mut buf = vec![0u8; needed.max(1)];
@@ -166,25 +208,20 @@ impl Context {
             check(st)?;
             let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
             return Ok(String::from_utf8_lossy(&buf[..end]).into_owned());
-        })
+        }
     }
 
-    /// Frees every live ledger allocation (buffers still held then fail to
-    /// free with NotFound) and returns how many there were.
+    /// Frees every live ledger allocation that no [`DeviceBuffer`](crate::DeviceBuffer)
+    /// owns (given up with `into_raw`, or made through the sys crate), logs
+    /// their sites and returns how many there were. InvalidArgument, with
+    /// nothing freed, while any `DeviceBuffer` of this context still owns
+    /// ledger memory: the sweep would free memory safe code still uses.
     pub fn sweep_unreleased(&self) -> Result<usize> {
-        let mut n = 0usize;
-        self.call(|c| unsafe { sys::metrale_sweep_unreleased(c, &mut n) })?;
-        Ok(n)
-    }
-
-    pub fn counters(&self) -> Result<Counters> {
-        let mut cnt = Counters { struct_size: std::mem::size_of::<Counters>(), ..Default::default() };
-        self.call(|c| unsafe { sys::metrale_counters(c, &mut cnt) })?;
-        Ok(cnt)
-    }
-
-    pub fn counters_reset(&self) -> Result<()> {
-        self.call(|c| unsafe { sys::metrale_counters_reset(c) })
+        self.shared.when_nothing_owned(|| {
+            let mut n = 0usize;
+            self.call(|c| unsafe { sys::metrale_sweep_unreleased(c, &mut n) })?;
+            Ok(n)
+        })
     }
 
     /// Turns the launch trace on (clearing it) or off.
@@ -192,6 +229,7 @@ impl Context {
         self.call(|c| unsafe { sys::metrale_launch_trace_enable(c, on.into()) })
     }
 
+    /// The launch trace, oldest first.
     pub fn launch_trace(&self) -> Result<Vec<TraceEntry>> {
         self.read_list(sys::metrale_launch_trace_read, None, |e| TraceEntry {
             kind: match e.kind {
@@ -218,10 +256,12 @@ impl Context {
         })
     }
 
+    /// Turns kernel timing on or off.
     pub fn kernel_timing_enable(&self, on: bool) -> Result<()> {
         self.call(|c| unsafe { sys::metrale_kernel_timing_enable(c, on.into()) })
     }
 
+    /// Per-kernel launch counts and times.
     pub fn kernel_timings(&self) -> Result<Vec<KernelTiming>> {
         self.read_list(sys::metrale_kernel_timings_read, None, |t| KernelTiming {
             kernel: owned(t.kernel),

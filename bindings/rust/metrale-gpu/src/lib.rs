@@ -47,9 +47,16 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! What keeps safe code free of undefined behaviour is set out, with a test
+//! for each rule, in [`soundness`].
+#![deny(missing_docs)]
 
 mod buffer;
+mod buffer_async;
+mod capture;
 mod context;
+mod counters;
 mod error;
 mod graph;
 mod kernel;
@@ -57,23 +64,26 @@ mod launch;
 mod ledger;
 mod log;
 mod pinned;
+mod registered;
 mod shared;
+pub mod soundness;
 mod stream;
 mod util;
 
 pub use buffer::{DeviceBuffer, Pod};
+pub use buffer_async::{Copy2d, GraphHostMemory};
+pub use capture::{Capture, Lent};
 pub use context::{Backend, Context, ContextOptions, HostKernelFn};
+pub use counters::Counters;
 pub use error::{Error, Result, Status};
 pub use graph::Graph;
 pub use kernel::{host_kernel_param, Dim3, Kernel, Module};
 pub use launch::{KernelArg, Launch};
-pub use ledger::{
-    AllocKind, Allocation, Counters, DeviceInfo, KernelAuditEntry, KernelTiming, RedzoneViolation, TraceEntry,
-    TraceKind,
-};
+pub use ledger::{AllocKind, Allocation, DeviceInfo, KernelAuditEntry, KernelTiming, RedzoneViolation, TraceEntry, TraceKind};
 pub use log::{clear_log_callback, set_log_callback, set_log_level, Level};
 pub use metrale_gpu_sys as sys;
 pub use pinned::PinnedHostBuffer;
+pub use registered::RegisteredHost;
 pub use stream::{Event, Stream};
 
 /// The library's version (major, minor, patch).

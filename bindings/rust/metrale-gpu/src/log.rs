@@ -9,12 +9,19 @@ use std::sync::{PoisonError, RwLock};
 /// Log levels, lowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Level {
+    /// Every step.
     Trace,
+    /// Details for debugging.
     Debug,
+    /// Notable events.
     Info,
+    /// Something is likely wrong (leaks at destroy, waits on pinned sources).
     Warn,
+    /// A call failed.
     Error,
+    /// The context is unusable.
     Critical,
+    /// Nothing is logged.
     Off,
 }
 
@@ -58,8 +65,9 @@ unsafe extern "C" fn trampoline(level: sys::metrale_log_level_t, message: *const
 /// Sends every log line of the library to `f` instead of stderr. `f` may
 /// run on any thread, concurrently. It may call this crate (lines those
 /// calls log go to stderr, not back into `f`), except `set_log_callback`,
-/// `clear_log_callback` (they wait for `f` to return) and dropping a
-/// `Context` (the library refuses a destroy from inside the callback).
+/// `clear_log_callback` (they wait for `f` to return) and dropping the last
+/// owner of a context (a `Context` or any handle made from it: the library
+/// refuses a destroy from inside the callback, and the context leaks).
 pub fn set_log_callback<F>(f: F)
 where
     F: Fn(Level, &str) + Send + Sync + 'static,

@@ -1,18 +1,25 @@
 //! Streams and events.
+//!
+//! A capture holds `&mut Stream` for as long as it is open, so a call
+//! holding `&Stream` knows for its whole duration whether the stream
+//! records into a graph (see [`Capture`]).
 
 use crate::context::Context;
 use crate::error::{check, Error, Result, Status};
-use crate::graph::Graph;
+use crate::capture::Capture;
 use crate::shared::Shared;
 use metrale_gpu_sys as sys;
 use std::sync::Arc;
 
 /// A stream: work on it runs in order. Made by [`Context::create_stream`]
-/// (destroyed on Drop) or [`Context::default_stream`] (owned by the context).
+/// (destroyed on Drop) or [`Context::default_stream`] (owned by the context;
+/// it cannot capture from Rust, since several `Stream` values may name it).
 pub struct Stream {
     pub(crate) shared: Arc<Shared>,
     pub(crate) raw: *mut sys::metrale_stream_t,
     owned: bool,
+    /// True while a Capture (which holds &mut self) is open.
+    capturing: bool,
 }
 
 // SAFETY: the library allows stream functions from any thread.
@@ -23,7 +30,7 @@ impl Stream {
     pub(crate) fn create(ctx: &Context) -> Result<Stream> {
         let mut raw = std::ptr::null_mut();
         ctx.call(|c| unsafe { sys::metrale_stream_create(c, &mut raw) })?;
-        Ok(Stream { shared: ctx.shared.clone(), raw, owned: true })
+        Ok(Stream { shared: ctx.shared.clone(), raw, owned: true, capturing: false })
     }
 
     pub(crate) fn default_of(ctx: &Context) -> Result<Stream> {
@@ -31,7 +38,7 @@ impl Stream {
         if raw.is_null() {
             return Err(Error::new(Status::Internal, "the context has no default stream"));
         }
-        Ok(Stream { shared: ctx.shared.clone(), raw, owned: false })
+        Ok(Stream { shared: ctx.shared.clone(), raw, owned: false, capturing: false })
     }
 
     fn call(&self, f: impl FnOnce(*mut sys::metrale_context_t) -> sys::metrale_status_t) -> Result<()> {
@@ -43,28 +50,36 @@ impl Stream {
         self.call(|c| unsafe { sys::metrale_stream_synchronize(c, self.raw) })
     }
 
-    /// True while capturing (a failed query counts as capturing, as in C).
+    /// True while capturing: begun from Rust, or as the library answers (a
+    /// failed query counts as capturing, as in C).
     pub fn is_capturing(&self) -> bool {
-        self.shared
-            .with(|c| Ok(unsafe { sys::metrale_stream_is_capturing(c, self.raw) } != 0))
-            .unwrap_or(true)
+        self.capturing || self.library_says_capturing()
     }
 
-    /// Starts recording the work put on this stream into a graph.
-    pub fn begin_capture(&self) -> Result<()> {
-        self.call(|c| unsafe { sys::metrale_graph_begin_capture(c, self.raw) })
+    fn library_says_capturing(&self) -> bool {
+        // SAFETY: a live context; a bad stream answers nonzero.
+        unsafe { sys::metrale_stream_is_capturing(self.shared.raw(), self.raw) != 0 }
     }
 
-    /// Ends the capture and instantiates the graph.
-    pub fn end_capture(&self) -> Result<Graph> {
-        let mut g = std::ptr::null_mut();
-        self.call(|c| unsafe { sys::metrale_graph_end_capture(c, self.raw, &mut g) })?;
-        Ok(Graph::new(self.shared.clone(), g))
+    pub(crate) fn set_captured_from_rust(&mut self, on: bool) {
+        self.capturing = on;
     }
 
-    /// Drops an active capture (OK when none is active).
-    pub fn abort_capture(&self) -> Result<()> {
-        self.call(|c| unsafe { sys::metrale_graph_abort_capture(c, self.raw) })
+    /// Starts recording the work put on this stream into a graph, and
+    /// returns the [`Capture`] through which buffers are recorded (its
+    /// `end` makes the graph; dropping it aborts). Only a stream from
+    /// [`Context::create_stream`] captures (InvalidArgument for the default
+    /// stream, which other `Stream` values may name).
+    pub fn begin_capture<'g>(&mut self) -> Result<Capture<'_, 'g>> {
+        if !self.owned {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                "begin_capture: capture a stream made with create_stream; other Stream values may name the \
+                 default stream and would not know it captures",
+            ));
+        }
+        self.call(|c| unsafe { sys::metrale_graph_begin_capture(c, self.raw) })?;
+        Ok(Capture::new(self))
     }
 
     /// Makes this stream wait for the work recorded in `event`.
@@ -83,6 +98,7 @@ impl Stream {
         self.call(|c| unsafe { sys::metrale_stream_destroy(c, self.raw) })
     }
 
+    /// The raw handle, for calls through `metrale_gpu_sys`.
     pub fn as_raw(&self) -> *mut sys::metrale_stream_t {
         self.raw
     }
@@ -102,26 +118,38 @@ pub struct Event {
     raw: *mut sys::metrale_event_t,
 }
 
+// SAFETY: the library allows event functions from any thread.
 unsafe impl Send for Event {}
 unsafe impl Sync for Event {}
 
 impl Event {
     pub(crate) fn create(ctx: &Context, timing: bool) -> Result<Event> {
+        Event::create_in(&ctx.shared, timing)
+    }
+
+    pub(crate) fn create_in(shared: &Arc<Shared>, timing: bool) -> Result<Event> {
         let flags = if timing { sys::METRALE_EVENT_DEFAULT } else { sys::METRALE_EVENT_DISABLE_TIMING };
         let mut raw = std::ptr::null_mut();
-        ctx.call(|c| unsafe { sys::metrale_event_create(c, flags, &mut raw) })?;
-        Ok(Event { shared: ctx.shared.clone(), raw })
+        check(unsafe { sys::metrale_event_create(shared.raw(), flags, &mut raw) })?;
+        Ok(Event { shared: shared.clone(), raw })
     }
 
     fn call(&self, f: impl FnOnce(*mut sys::metrale_context_t) -> sys::metrale_status_t) -> Result<()> {
         self.shared.with(|c| check(f(c)))
     }
 
+    /// Records the event at the current end of `stream`. Refused (Capture)
+    /// while `stream` captures: an event recorded into a capture would let
+    /// other streams join it and record into its graph unawares.
     pub fn record(&self, stream: &Stream) -> Result<()> {
         Shared::same(&self.shared, &stream.shared)?;
+        if stream.is_capturing() {
+            return Err(Error::new(Status::Capture, "Event::record: the stream is capturing"));
+        }
         self.call(|c| unsafe { sys::metrale_event_record(c, self.raw, stream.raw) })
     }
 
+    /// Waits until the work before the record has completed.
     pub fn synchronize(&self) -> Result<()> {
         self.call(|c| unsafe { sys::metrale_event_synchronize(c, self.raw) })
     }
