@@ -54,7 +54,10 @@ fi
 if [ "$which" != rust ]; then
   step "go: vet" bash -c "cd '$here/go' && go vet ./..."
   step "go: test" bash -c "cd '$here/go' && go test -count=1 ./..."
-  step "go: tour" bash -c "cd '$here/go' && go run ./examples/tour"
+  # The race detector needs cgo and a C compiler, both already required.
+  step "go: test -race" bash -c "cd '$here/go' && go test -race -count=1 ./..."
+  # The tour's red-zone line names its site relative to the module root.
+  step "go: tour" bash -c "set -o pipefail; cd '$here/go' && go run ./examples/tour | tee /dev/stderr | grep ' from examples/tour/main.go:[0-9]' >/dev/null"
 fi
 
 if [ ${#failed[@]} -ne 0 ]; then

@@ -5,16 +5,22 @@ package metrale
 */
 import "C"
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
 // Stream orders the work put on it. The default stream (DefaultStream)
-// belongs to the context: its Close does nothing.
+// belongs to the context: its Close does nothing. A stream from NewStream
+// never closed is destroyed by a finalizer, with a warning naming its site.
 type Stream struct {
 	ctx    *Context
 	mu     sync.RWMutex
 	raw    *C.metrale_stream_t
 	owned  bool
 	closed bool
+	file   string // where NewStream was called
+	line   int
 }
 
 // NewStream creates a non-blocking stream.
@@ -27,7 +33,23 @@ func (c *Context) NewStream() (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Stream{ctx: c, raw: s, owned: true}, nil
+	st := &Stream{ctx: c, raw: s, owned: true}
+	st.file, st.line = Site(1)
+	c.trackStream(s)
+	runtime.SetFinalizer(st, (*Stream).finalize)
+	return st, nil
+}
+
+// finalize destroys a stream from NewStream that became unreachable.
+func (s *Stream) finalize() {
+	if s.closed {
+		return
+	}
+	s.ctx.untrackStream(s.raw)
+	finalizeDestroy(s.ctx, "a Stream", s.file, s.line, func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_stream_destroy(&msg, raw, s.raw), msg)
+	})
 }
 
 // DefaultStream is the context's own stream (what a nil *Stream means).
@@ -90,28 +112,45 @@ func (s *Stream) IsCapturing() bool {
 func (s *Stream) BeginCapture() error {
 	return s.use(s.context(), func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
 		var msg *C.char
-		return result(C.mg_graph_begin_capture(&msg, raw, st), msg)
+		if err := result(C.mg_graph_begin_capture(&msg, raw, st), msg); err != nil {
+			return err
+		}
+		s.ctx.captureBegan(raw, st)
+		return nil
 	})
 }
 
-// EndCapture ends the capture and instantiates the graph.
+// EndCapture ends the capture and instantiates the graph. The graph keeps
+// the buffers the captured work named reachable (see capture.go).
 func (s *Stream) EndCapture() (*Graph, error) {
 	var g *C.metrale_graph_t
+	var kept []*Buffer
 	err := s.use(s.context(), func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
 		var msg *C.char
-		return result(C.mg_graph_end_capture(&msg, raw, st, &g), msg)
+		err := result(C.mg_graph_end_capture(&msg, raw, st, &g), msg)
+		if err == nil || C.metrale_stream_is_capturing(raw, st) == 0 {
+			kept = s.ctx.captureEnded(raw, st)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Graph{ctx: s.ctx, raw: g}, nil
+	graph := &Graph{ctx: s.ctx, raw: g, kept: kept}
+	graph.file, graph.line = Site(1)
+	runtime.SetFinalizer(graph, (*Graph).finalize)
+	return graph, nil
 }
 
 // AbortCapture drops an active capture (nil when none is active).
 func (s *Stream) AbortCapture() error {
 	return s.use(s.context(), func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
 		var msg *C.char
-		return result(C.mg_graph_abort_capture(&msg, raw, st), msg)
+		if err := result(C.mg_graph_abort_capture(&msg, raw, st), msg); err != nil {
+			return err
+		}
+		s.ctx.captureEnded(raw, st)
+		return nil
 	})
 }
 
@@ -139,6 +178,8 @@ func (s *Stream) Close() error {
 	if !s.owned {
 		return nil
 	}
+	runtime.SetFinalizer(s, nil)
+	s.ctx.untrackStream(s.raw)
 	return ignoreClosed(s.ctx.with(func(raw *C.metrale_context_t) error {
 		var msg *C.char
 		return result(C.mg_stream_destroy(&msg, raw, s.raw), msg)
@@ -154,12 +195,15 @@ func ignoreClosed(err error) error {
 	return err
 }
 
-// Event marks a point in a stream, to wait for or to time.
+// Event marks a point in a stream, to wait for or to time. One never
+// closed is destroyed by a finalizer, with a warning naming its site.
 type Event struct {
 	ctx    *Context
 	mu     sync.RWMutex
 	raw    *C.metrale_event_t
 	closed bool
+	file   string // where NewEvent was called
+	line   int
 }
 
 // NewEvent creates an event; timing false makes it cheaper.
@@ -176,9 +220,24 @@ func (c *Context) NewEvent(timing bool) (*Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Event{ctx: c, raw: e}, nil
+	ev := &Event{ctx: c, raw: e}
+	ev.file, ev.line = Site(1)
+	runtime.SetFinalizer(ev, (*Event).finalize)
+	return ev, nil
 }
 
+// finalize destroys an event that became unreachable without Close.
+func (e *Event) finalize() {
+	if e.closed {
+		return
+	}
+	finalizeDestroy(e.ctx, "an Event", e.file, e.line, func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_event_destroy(&msg, raw, e.raw), msg)
+	})
+}
+
+// use runs f with the live event; ctx non-nil must be the event's context.
 func (e *Event) use(ctx *Context, f func(raw *C.metrale_context_t, ev *C.metrale_event_t) error) error {
 	if e == nil {
 		return closedError("a nil event")
@@ -204,6 +263,7 @@ func (e *Event) Record(s *Stream) error {
 	})
 }
 
+// Synchronize waits for the work recorded before the event.
 func (e *Event) Synchronize() error {
 	return e.use(nil, func(raw *C.metrale_context_t, ev *C.metrale_event_t) error {
 		var msg *C.char
@@ -244,18 +304,35 @@ func (e *Event) Close() error {
 		return nil
 	}
 	e.closed = true
+	runtime.SetFinalizer(e, nil)
 	return ignoreClosed(e.ctx.with(func(raw *C.metrale_context_t) error {
 		var msg *C.char
 		return result(C.mg_event_destroy(&msg, raw, e.raw), msg)
 	}))
 }
 
-// Graph is work captured from a stream, replayed by Launch.
+// Graph is work captured from a stream, replayed by Launch. It keeps the
+// buffers its capture named reachable until Close. One never closed is
+// destroyed by a finalizer, with a warning naming its site.
 type Graph struct {
 	ctx    *Context
 	mu     sync.RWMutex
 	raw    *C.metrale_graph_t
 	closed bool
+	kept   []*Buffer // what the replays write and read (see capture.go)
+	file   string    // where EndCapture was called
+	line   int
+}
+
+// finalize destroys a graph that became unreachable without Close.
+func (g *Graph) finalize() {
+	if g.closed {
+		return
+	}
+	finalizeDestroy(g.ctx, "a Graph", g.file, g.line, func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_graph_destroy(&msg, raw, g.raw), msg)
+	})
 }
 
 // Launch replays the graph on s (nil: the default stream).
@@ -285,6 +362,8 @@ func (g *Graph) Close() error {
 		return nil
 	}
 	g.closed = true
+	g.kept = nil
+	runtime.SetFinalizer(g, nil)
 	return ignoreClosed(g.ctx.with(func(raw *C.metrale_context_t) error {
 		var msg *C.char
 		return result(C.mg_graph_destroy(&msg, raw, g.raw), msg)
