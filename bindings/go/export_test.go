@@ -4,4 +4,5 @@ package metrale
 var (
 	CountersCWords = countersCWords
 	SiteFile       = siteFile
+	SiteFileIn     = siteFileIn
 )

@@ -147,6 +147,9 @@ func TestLiveHandlesTakeNilArguments(t *testing.T) {
 			if _, p := callZero(reflect.ValueOf(hs[ht]), m); p != nil {
 				t.Errorf("live %s.%s with zero arguments panicked: %v", ht, m.Name, p)
 			}
+			for _, h := range handleTypes[1:] {
+				hs[h].(interface{ Close() error }).Close()
+			}
 			ctx.Close()
 		}
 	}

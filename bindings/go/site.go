@@ -70,7 +70,11 @@ func trimpathModules() []string {
 // siteFile is file in the shared site format: relative to its module's
 // root where that root can be found, else as the toolchain recorded it
 // (a binary moved away from its sources keeps absolute paths).
-func siteFile(file string) string {
+func siteFile(file string) string { return siteFileIn(file, trimpathModules) }
+
+// siteFileIn is siteFile with the binary's module paths given by mods
+// (test binaries carry none).
+func siteFileIn(file string, mods func() []string) string {
 	if filepath.IsAbs(file) {
 		if root := moduleRootOf(filepath.Dir(file)); root != "" {
 			if rel, err := filepath.Rel(root, file); err == nil && !strings.HasPrefix(rel, "..") {
@@ -80,7 +84,7 @@ func siteFile(file string) string {
 		return file
 	}
 	best := ""
-	for _, m := range trimpathModules() {
+	for _, m := range mods() {
 		if m != "" && len(m) > len(best) && strings.HasPrefix(file, m) {
 			rest := file[len(m):]
 			if strings.HasPrefix(rest, "/") || strings.HasPrefix(rest, "@") {

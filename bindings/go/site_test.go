@@ -41,12 +41,23 @@ func TestSiteFileForms(t *testing.T) {
 		self: "site_test.go",
 		filepath.Join(root, "examples/tour/main.go"): "examples/tour/main.go",
 		outside: outside, // no module: kept as recorded
-		"metrale.dev/metrale/examples/tour/main.go": "examples/tour/main.go", // -trimpath, this module
-		"metrale.dev/metrale_other/x.go":            "metrale.dev/metrale_other/x.go",
-		"unknown.example/mod@v1.2.3/pkg/f.go":       "unknown.example/mod@v1.2.3/pkg/f.go",
 	} {
 		if got := metrale.SiteFile(in); got != want {
 			t.Errorf("siteFile(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// -trimpath: "module/file" for the main module, "module@version/file"
+	// for the others; the longest module path that prefixes the file wins.
+	mods := func() []string { return []string{"example.com/app", "example.com/app/sub", "metrale.dev/metrale"} }
+	for in, want := range map[string]string{
+		"example.com/app/cmd/main.go":          "cmd/main.go",
+		"example.com/app/sub/x.go":             "x.go",
+		"metrale.dev/metrale@v0.2.0/buffer.go": "buffer.go",
+		"example.com/application/x.go":         "example.com/application/x.go", // not a path boundary
+		"unknown.example/mod@v1.2.3/pkg/f.go":  "unknown.example/mod@v1.2.3/pkg/f.go",
+	} {
+		if got := metrale.SiteFileIn(in, mods); got != want {
+			t.Errorf("siteFileIn(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
