@@ -72,15 +72,42 @@ func (c *Context) alloc(bytes uint64, file string, line int, managed bool) (*Buf
 
 // use runs f while neither the buffer nor its context can be closed.
 func (b *Buffer) use(f func(raw *C.metrale_context_t, ptr C.metrale_devptr_t) error) error {
+	ptr, release, err := b.hold()
+	if err != nil {
+		return err
+	}
+	defer release()
+	return b.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, ptr) })
+}
+
+// hold takes the buffer's read lock (Close waits) and gives its pointer.
+// Calls on several handles hold each first, then take the context's lock
+// once: taking it twice would deadlock with a Close waiting in between.
+func (b *Buffer) hold() (C.metrale_devptr_t, func(), error) {
 	if b == nil {
-		return closedError("a nil buffer")
+		return 0, nil, closedError("a nil buffer")
 	}
 	b.mu.RLock()
-	defer b.mu.RUnlock()
 	if b.closed {
-		return closedError("the buffer")
+		b.mu.RUnlock()
+		return 0, nil, closedError("the buffer")
 	}
-	return b.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, C.metrale_devptr_t(b.ptr)) })
+	return C.metrale_devptr_t(b.ptr), b.mu.RUnlock, nil
+}
+
+// withStream runs f with the buffer and stream s held, then the context.
+func (b *Buffer) withStream(s *Stream, f func(raw *C.metrale_context_t, st *C.metrale_stream_t, ptr C.metrale_devptr_t) error) error {
+	st, releaseS, err := s.hold(b.ctx)
+	if err != nil {
+		return err
+	}
+	defer releaseS()
+	ptr, releaseB, err := b.hold()
+	if err != nil {
+		return err
+	}
+	defer releaseB()
+	return b.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, st, ptr) })
 }
 
 // live is nil while the buffer and its context are open.
@@ -152,19 +179,17 @@ func (b *Buffer) CopyToHost(dst []byte) error {
 func (b *Buffer) CopyFromHostAsync(src []byte, s *Stream) error {
 	if err := b.fits(uint64(len(src)), "CopyFromHostAsync"); err != nil || len(src) == 0 {
 		if err == nil {
-			err = s.use(b.ctx, func(*C.metrale_context_t, *C.metrale_stream_t) error { return b.live() })
+			err = b.withStream(s, func(*C.metrale_context_t, *C.metrale_stream_t, C.metrale_devptr_t) error { return nil })
 		}
 		return err
 	}
-	return s.use(b.ctx, func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
-		return b.use(func(_ *C.metrale_context_t, ptr C.metrale_devptr_t) error {
-			var msg *C.char
-			if err := result(C.mg_copy_h2d_async(&msg, raw, unsafe.Pointer(&src[0]), C.size_t(len(src)), ptr, st), msg); err != nil {
-				return err
-			}
-			b.ctx.noteCaptured(raw, st, b)
-			return nil
-		})
+	return b.withStream(s, func(raw *C.metrale_context_t, st *C.metrale_stream_t, ptr C.metrale_devptr_t) error {
+		var msg *C.char
+		if err := result(C.mg_copy_h2d_async(&msg, raw, unsafe.Pointer(&src[0]), C.size_t(len(src)), ptr, st), msg); err != nil {
+			return err
+		}
+		b.ctx.noteCaptured(raw, st, b)
+		return nil
 	})
 }
 
@@ -172,15 +197,13 @@ func (b *Buffer) CopyFromHostAsync(src []byte, s *Stream) error {
 func (b *Buffer) CopyToHostOnStream(dst []byte, s *Stream) error {
 	if err := b.fits(uint64(len(dst)), "CopyToHostOnStream"); err != nil || len(dst) == 0 {
 		if err == nil {
-			err = s.use(b.ctx, func(*C.metrale_context_t, *C.metrale_stream_t) error { return b.live() })
+			err = b.withStream(s, func(*C.metrale_context_t, *C.metrale_stream_t, C.metrale_devptr_t) error { return nil })
 		}
 		return err
 	}
-	return s.use(b.ctx, func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
-		return b.use(func(_ *C.metrale_context_t, ptr C.metrale_devptr_t) error {
-			var msg *C.char
-			return result(C.mg_copy_d2h_on_stream(&msg, raw, ptr, unsafe.Pointer(&dst[0]), C.size_t(len(dst)), st), msg)
-		})
+	return b.withStream(s, func(raw *C.metrale_context_t, st *C.metrale_stream_t, ptr C.metrale_devptr_t) error {
+		var msg *C.char
+		return result(C.mg_copy_d2h_on_stream(&msg, raw, ptr, unsafe.Pointer(&dst[0]), C.size_t(len(dst)), st), msg)
 	})
 }
 
@@ -195,11 +218,25 @@ func (b *Buffer) CopyFrom(src *Buffer) error {
 	if err := b.fits(src.size, "CopyFrom"); err != nil {
 		return err
 	}
-	return src.use(func(_ *C.metrale_context_t, sp C.metrale_devptr_t) error {
-		return b.use(func(raw *C.metrale_context_t, dp C.metrale_devptr_t) error {
+	sp, releaseS, err := src.hold()
+	if err != nil {
+		return err
+	}
+	defer releaseS()
+	if src == b { // one read lock is enough (a second could wait behind a Close)
+		return b.ctx.with(func(raw *C.metrale_context_t) error {
 			var msg *C.char
-			return result(C.mg_copy_d2d(&msg, raw, sp, dp, C.size_t(src.size)), msg)
+			return result(C.mg_copy_d2d(&msg, raw, sp, sp, C.size_t(src.size)), msg)
 		})
+	}
+	dp, releaseD, err := b.hold()
+	if err != nil {
+		return err
+	}
+	defer releaseD()
+	return b.ctx.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_copy_d2d(&msg, raw, sp, dp, C.size_t(src.size)), msg)
 	})
 }
 
@@ -218,15 +255,13 @@ func (b *Buffer) MemsetAsync(value byte, s *Stream) error {
 	if b == nil {
 		return closedError("MemsetAsync: a nil buffer")
 	}
-	return s.use(b.ctx, func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
-		return b.use(func(_ *C.metrale_context_t, ptr C.metrale_devptr_t) error {
-			var msg *C.char
-			if err := result(C.mg_memset_async(&msg, raw, ptr, C.uint8_t(value), C.size_t(b.size), st), msg); err != nil {
-				return err
-			}
-			b.ctx.noteCaptured(raw, st, b)
-			return nil
-		})
+	return b.withStream(s, func(raw *C.metrale_context_t, st *C.metrale_stream_t, ptr C.metrale_devptr_t) error {
+		var msg *C.char
+		if err := result(C.mg_memset_async(&msg, raw, ptr, C.uint8_t(value), C.size_t(b.size), st), msg); err != nil {
+			return err
+		}
+		b.ctx.noteCaptured(raw, st, b)
+		return nil
 	})
 }
 

@@ -68,18 +68,29 @@ func (c *Context) DefaultStream() (*Stream, error) {
 // use runs f with the context and the stream pointer; a nil *Stream is the
 // default stream of ctx.
 func (s *Stream) use(ctx *Context, f func(raw *C.metrale_context_t, st *C.metrale_stream_t) error) error {
+	st, release, err := s.hold(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return ctx.with(func(raw *C.metrale_context_t) error { return f(raw, st) })
+}
+
+// hold takes the stream's read lock (see Buffer.hold); a nil *Stream is
+// the default stream of ctx, a NULL handle.
+func (s *Stream) hold(ctx *Context) (*C.metrale_stream_t, func(), error) {
 	if s == nil {
-		return ctx.with(func(raw *C.metrale_context_t) error { return f(raw, nil) })
+		return nil, func() {}, nil
 	}
 	if s.ctx != ctx {
-		return argError("the stream belongs to another context")
+		return nil, nil, argError("the stream belongs to another context")
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	if s.closed {
-		return closedError("the stream")
+		s.mu.RUnlock()
+		return nil, nil, closedError("the stream")
 	}
-	return ctx.with(func(raw *C.metrale_context_t) error { return f(raw, s.raw) })
+	return s.raw, s.mu.RUnlock, nil
 }
 
 func (s *Stream) context() *Context {
@@ -156,11 +167,9 @@ func (s *Stream) AbortCapture() error {
 
 // WaitEvent makes the stream wait for the work recorded in e.
 func (s *Stream) WaitEvent(e *Event) error {
-	return e.use(s.context(), func(raw *C.metrale_context_t, ev *C.metrale_event_t) error {
-		return s.use(s.context(), func(_ *C.metrale_context_t, st *C.metrale_stream_t) error {
-			var msg *C.char
-			return result(C.mg_stream_wait_event(&msg, raw, st, ev), msg)
-		})
+	return e.withStream(s, s.context(), func(raw *C.metrale_context_t, ev *C.metrale_event_t, st *C.metrale_stream_t) error {
+		var msg *C.char
+		return result(C.mg_stream_wait_event(&msg, raw, st, ev), msg)
 	})
 }
 
@@ -239,27 +248,51 @@ func (e *Event) finalize() {
 
 // use runs f with the live event; ctx non-nil must be the event's context.
 func (e *Event) use(ctx *Context, f func(raw *C.metrale_context_t, ev *C.metrale_event_t) error) error {
+	ev, release, err := e.hold(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return e.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, ev) })
+}
+
+// hold takes the event's read lock (see Buffer.hold).
+func (e *Event) hold(ctx *Context) (*C.metrale_event_t, func(), error) {
 	if e == nil {
-		return closedError("a nil event")
+		return nil, nil, closedError("a nil event")
 	}
 	if ctx != nil && ctx != e.ctx {
-		return argError("the event belongs to another context")
+		return nil, nil, argError("the event belongs to another context")
 	}
 	e.mu.RLock()
-	defer e.mu.RUnlock()
 	if e.closed {
-		return closedError("the event")
+		e.mu.RUnlock()
+		return nil, nil, closedError("the event")
 	}
-	return e.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, e.raw) })
+	return e.raw, e.mu.RUnlock, nil
+}
+
+// withStream runs f with the event and s held (s's context must be sctx;
+// nil s: the default stream of the event's context), then the context.
+func (e *Event) withStream(s *Stream, sctx *Context, f func(raw *C.metrale_context_t, ev *C.metrale_event_t, st *C.metrale_stream_t) error) error {
+	ev, releaseE, err := e.hold(sctx)
+	if err != nil {
+		return err
+	}
+	defer releaseE()
+	st, releaseS, err := s.hold(e.ctx)
+	if err != nil {
+		return err
+	}
+	defer releaseS()
+	return e.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, ev, st) })
 }
 
 // Record records the event on s (nil: the default stream).
 func (e *Event) Record(s *Stream) error {
-	return e.use(s.context(), func(raw *C.metrale_context_t, ev *C.metrale_event_t) error {
-		return s.use(e.ctx, func(_ *C.metrale_context_t, st *C.metrale_stream_t) error {
-			var msg *C.char
-			return result(C.mg_event_record(&msg, raw, ev, st), msg)
-		})
+	return e.withStream(s, s.context(), func(raw *C.metrale_context_t, ev *C.metrale_event_t, st *C.metrale_stream_t) error {
+		var msg *C.char
+		return result(C.mg_event_record(&msg, raw, ev, st), msg)
 	})
 }
 
@@ -284,11 +317,21 @@ func (e *Event) Query() (bool, error) {
 // ElapsedMs is the time from e to end, both recorded timing events.
 func (e *Event) ElapsedMs(end *Event) (float32, error) {
 	var ms C.float
-	err := e.use(nil, func(raw *C.metrale_context_t, a *C.metrale_event_t) error {
-		return end.use(e.ctx, func(_ *C.metrale_context_t, b *C.metrale_event_t) error {
-			var msg *C.char
-			return result(C.mg_event_elapsed_ms(&msg, raw, a, b, &ms), msg)
-		})
+	a, releaseA, err := e.hold(nil)
+	if err != nil {
+		return 0, err
+	}
+	defer releaseA()
+	b, releaseB := a, func() {}
+	if end != e { // one read lock is enough (a second could wait behind a Close)
+		if b, releaseB, err = end.hold(e.ctx); err != nil {
+			return 0, err
+		}
+	}
+	defer releaseB()
+	err = e.ctx.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_event_elapsed_ms(&msg, raw, a, b, &ms), msg)
 	})
 	return float32(ms), err
 }
