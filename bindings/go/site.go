@@ -107,8 +107,12 @@ func siteFileIn(file string, mods func() []string) string {
 // Site returns the call site `skip` frames above Site's caller in the
 // shared site format ("dir/file.go", line), for helpers that allocate on
 // their caller's behalf (file, line := metrale.Site(1); ctx.AllocAt(n,
-// file, line)). ("?", 0) when the stack is not that deep.
+// file, line)). ("?", 0) when the stack is not that deep; a negative skip
+// counts as 0.
 func Site(skip int) (file string, line int) {
+	if skip < 0 { // never this package's own frames
+		skip = 0
+	}
 	_, f, l, ok := runtime.Caller(skip + 1)
 	if !ok {
 		return "?", 0

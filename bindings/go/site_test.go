@@ -25,6 +25,9 @@ func TestSitesAreRelativeToTheModuleRoot(t *testing.T) {
 	if f, l := metrale.Site(0); f != "site_test.go" || l != line+10 {
 		t.Errorf("Site(0) = %s:%d, want site_test.go:%d", f, l, line+10)
 	}
+	if f, l := metrale.Site(-3); f != "site_test.go" || l != line+13 {
+		t.Errorf("Site(-3) = %s:%d, want site_test.go:%d", f, l, line+13)
+	}
 	if f, l := metrale.Site(1000); f != "?" || l != 0 {
 		t.Errorf("Site past the stack = %s:%d", f, l)
 	}
