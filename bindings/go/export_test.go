@@ -5,4 +5,5 @@ var (
 	CountersCWords = countersCWords
 	SiteFile       = siteFile
 	SiteFileIn     = siteFileIn
+	OwnModule      = ownModule
 )

@@ -55,8 +55,13 @@ var (
 	trimpathMods []string
 )
 
+// ownModule is this binding's module path: test binaries carry no main
+// module in their build info, so this module's own tests need it.
+const ownModule = "metrale.dev/metrale"
+
 func trimpathModules() []string {
 	trimpathOnce.Do(func() {
+		trimpathMods = append(trimpathMods, ownModule)
 		if bi, ok := debug.ReadBuildInfo(); ok {
 			trimpathMods = append(trimpathMods, bi.Main.Path)
 			for _, d := range bi.Deps {
@@ -69,7 +74,8 @@ func trimpathModules() []string {
 
 // siteFile is file in the shared site format: relative to its module's
 // root where that root can be found, else as the toolchain recorded it
-// (a binary moved away from its sources keeps absolute paths).
+// (a binary moved away from its sources keeps absolute paths: build it
+// with -trimpath, and the module paths in its build info give the root).
 func siteFile(file string) string { return siteFileIn(file, trimpathModules) }
 
 // siteFileIn is siteFile with the binary's module paths given by mods

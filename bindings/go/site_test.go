@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"metrale.dev/metrale"
@@ -34,6 +35,9 @@ func TestSitesAreRelativeToTheModuleRoot(t *testing.T) {
 }
 
 func TestSiteFileForms(t *testing.T) {
+	if gomod, err := os.ReadFile("go.mod"); err != nil || !strings.HasPrefix(string(gomod), "module "+metrale.OwnModule+"\n") {
+		t.Errorf("go.mod does not declare module %s (%v)", metrale.OwnModule, err)
+	}
 	_, self, _, _ := runtime.Caller(0)
 	root := filepath.Dir(self)
 	outside := filepath.Join(t.TempDir(), "a", "b.go") // no go.mod above a temp dir
@@ -43,7 +47,8 @@ func TestSiteFileForms(t *testing.T) {
 	for in, want := range map[string]string{
 		self: "site_test.go",
 		filepath.Join(root, "examples/tour/main.go"): "examples/tour/main.go",
-		outside: outside, // no module: kept as recorded
+		outside:                            outside,        // no module: kept as recorded
+		"metrale.dev/metrale/site_test.go": "site_test.go", // -trimpath, this module's tests
 	} {
 		if got := metrale.SiteFile(in); got != want {
 			t.Errorf("siteFile(%q) = %q, want %q", in, got, want)
