@@ -646,7 +646,8 @@ metrale_status_t metrale_context_fault(metrale_context_t* ctx);
  *     root, which for a lone crate is the crate root ("src/main.rs").
  *   Go:    relative to the module root, the directory holding go.mod
  *     ("examples/tour/main.go"); absolute when that root cannot be found
- *     at run time (a binary moved away from its sources).
+ *     at run time (a binary moved away from its sources, unless it was
+ *     built with -trimpath).
  * Go passes "?" and line 0 for a site it cannot find. */
 
 /** Allocates device memory and records it on the ledger with the site
