@@ -108,8 +108,12 @@ fi
 if [ "$which" != rust ]; then
   step "go: vet" bash -c "cd '$here/go' && go vet ${go_tags[*]} ./..."
   step "go: test" bash -c "cd '$here/go' && go test ${go_tags[*]} -count=1 ./..."
+  # The race detector needs cgo and a C compiler, both already required.
+  step "go: test -race" bash -c "cd '$here/go' && go test ${go_tags[*]} -race -count=1 ./..."
   step "go: tour ($link)" bash -c "cd '$here/go' && go build ${go_tags[*]} -o '$build/bindings-go/tour-$link' ./examples/tour"
-  step "go: tour's first run" first_run "$build/bindings-go/tour-$link"
+  # The tour's red-zone line names its site relative to the module root.
+  step "go: tour's first run" bash -c 'set -o pipefail; cd "$1" && first_run "$0" | tee /dev/stderr | grep " from examples/tour/main.go:[0-9]" >/dev/null' \
+    "$build/bindings-go/tour-$link" "$here/go"
   step "go: a new module's first run (top README)" \
     bash -c 'first_run "$(bash "$0/new_user.sh" go "$1")"' "$here" "$build/bindings-new-user/go-$link"
 fi

@@ -635,6 +635,21 @@ metrale_status_t metrale_context_fault(metrale_context_t* ctx);
 /* Memory and the ledger                                               */
 /* ------------------------------------------------------------------ */
 
+/* Call sites. Every function that takes `const char* file, int line` (the
+ * _at functions) copies file and never interprets it; the ledger, red-zone
+ * and quarantine reports and the kernel audit give it back as given. The
+ * bindings pass one format: the source path relative to the root of the
+ * project its build tool compiled, then the line.
+ *   C/C++: __FILE__ as the compiler was given it (the macros below); Meson
+ *     passes paths relative to the build directory ("../src/main.c").
+ *   Rust:  Location::caller(), as file!(): relative to the cargo workspace
+ *     root, which for a lone crate is the crate root ("src/main.rs").
+ *   Go:    relative to the module root, the directory holding go.mod
+ *     ("examples/tour/main.go"); absolute when that root cannot be found
+ *     at run time (a binary moved away from its sources, unless it was
+ *     built with -trimpath).
+ * Go passes "?" and line 0 for a site it cannot find. */
+
 /** Allocates device memory and records it on the ledger with the site
  *  file:line (file is copied). With red zones on and seq >= min index, a pad
  *  of redzone_bytes follows the buffer, filled with METRALE_REDZONE_PATTERN;

@@ -89,11 +89,14 @@ go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}'
   while read -r pkg dir; do
     [ -n "$pkg" ] || continue
     name="go-$(echo "${pkg#metrale.dev/}" | tr '/' '-').test"
-    go test -c -o "$out/$name" "$pkg"
+    # -trimpath: the binaries run away from this tree, where the Go binding
+    # finds no go.mod above their absolute source paths; trimmed paths
+    # still give module-relative sites (bindings/go/site.go).
+    go test -c -trimpath -o "$out/$name" "$pkg"
     printf 'go-test\t%s\t%s\tgo test -c of %s\n' "$name" "$(realpath --relative-to="$root" "$dir")" "$pkg" >>"$manifest"
   done
 echo "=== gpu-bindings-prep: go tour"
-go build -o "$out/go-tour" ./examples/tour
+go build -trimpath -o "$out/go-tour" ./examples/tour
 printf 'go-example\tgo-tour\tbindings/go\tgo build of ./examples/tour\n' >>"$manifest"
 cd "$root"
 

@@ -6,6 +6,7 @@ package metrale
 import "C"
 
 import (
+	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -13,71 +14,119 @@ import (
 // DevPtr is a device address (a host address on the host backend).
 type DevPtr uint64
 
-// Buffer is device memory on the context's ledger. Close frees it.
+// Buffer is device memory on the context's ledger. Close frees it; a
+// Buffer never closed is freed by a finalizer once unreachable, with a
+// warning naming its allocation site (see finalize.go). Keep the Buffer
+// reachable (runtime.KeepAlive) while a DevPtr taken from Ptr is in use, as
+// with os.File's Fd; a graph keeps the buffers passed to Kernel.Launch and
+// the async copies while it captured.
 type Buffer struct {
 	ctx    *Context
 	mu     sync.RWMutex
 	ptr    DevPtr
 	size   uint64
 	closed bool
+	file   string // the allocation site, for the finalizer's warning
+	line   int
 }
 
 // Alloc allocates bytes of device memory; the ledger records the caller's
 // file and line.
 func (c *Context) Alloc(bytes uint64) (*Buffer, error) {
-	file, line := callerSite(1)
-	defer freeC(file)
+	file, line := Site(1)
 	return c.alloc(bytes, file, line, false)
 }
 
 // AllocManaged is Alloc for managed (unified) memory.
 func (c *Context) AllocManaged(bytes uint64) (*Buffer, error) {
-	file, line := callerSite(1)
-	defer freeC(file)
+	file, line := Site(1)
 	return c.alloc(bytes, file, line, true)
 }
 
 // AllocAt is Alloc with the site given, for helpers that allocate on their
-// callers' behalf (use runtime.Caller to find it).
+// callers' behalf: file, line := metrale.Site(1) gives their caller's site
+// in the shared format (see Site).
 func (c *Context) AllocAt(bytes uint64, file string, line int) (*Buffer, error) {
-	f := C.CString(file)
-	defer freeC(f)
-	return c.alloc(bytes, f, C.int(line), false)
+	return c.alloc(bytes, file, line, false)
 }
 
-func (c *Context) alloc(bytes uint64, file *C.char, line C.int, managed bool) (*Buffer, error) {
+func (c *Context) alloc(bytes uint64, file string, line int, managed bool) (*Buffer, error) {
+	f := C.CString(file)
+	defer freeC(f)
 	var ptr C.metrale_devptr_t
 	err := c.with(func(raw *C.metrale_context_t) error {
 		var msg *C.char
 		if managed {
-			return result(C.mg_alloc_managed_at(&msg, raw, C.size_t(bytes), file, line, &ptr), msg)
+			return result(C.mg_alloc_managed_at(&msg, raw, C.size_t(bytes), f, C.int(line), &ptr), msg)
 		}
-		return result(C.mg_alloc_at(&msg, raw, C.size_t(bytes), file, line, &ptr), msg)
+		return result(C.mg_alloc_at(&msg, raw, C.size_t(bytes), f, C.int(line), &ptr), msg)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Buffer{ctx: c, ptr: DevPtr(ptr), size: bytes}, nil
+	b := &Buffer{ctx: c, ptr: DevPtr(ptr), size: bytes, file: file, line: line}
+	runtime.SetFinalizer(b, (*Buffer).finalize)
+	return b, nil
 }
 
 // use runs f while neither the buffer nor its context can be closed.
 func (b *Buffer) use(f func(raw *C.metrale_context_t, ptr C.metrale_devptr_t) error) error {
-	if b == nil {
-		return closedError("a nil buffer")
+	ptr, release, err := b.hold()
+	if err != nil {
+		return err
 	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.closed {
-		return closedError("the buffer")
-	}
-	return b.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, C.metrale_devptr_t(b.ptr)) })
+	defer release()
+	return b.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, ptr) })
 }
 
-// Size is the buffer's size in bytes.
-func (b *Buffer) Size() uint64 { return b.size }
+// hold takes the buffer's read lock (Close waits) and gives its pointer.
+// Calls on several handles hold each first, then take the context's lock
+// once: taking it twice would deadlock with a Close waiting in between.
+func (b *Buffer) hold() (C.metrale_devptr_t, func(), error) {
+	if b == nil {
+		return 0, nil, closedError("a nil buffer")
+	}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return 0, nil, closedError("the buffer")
+	}
+	return C.metrale_devptr_t(b.ptr), b.mu.RUnlock, nil
+}
 
-// Ptr is the device address (0 after Close).
+// withStream runs f with the buffer and stream s held, then the context.
+func (b *Buffer) withStream(s *Stream, f func(raw *C.metrale_context_t, st *C.metrale_stream_t, ptr C.metrale_devptr_t) error) error {
+	st, releaseS, err := s.hold(b.ctx)
+	if err != nil {
+		return err
+	}
+	defer releaseS()
+	ptr, releaseB, err := b.hold()
+	if err != nil {
+		return err
+	}
+	defer releaseB()
+	return b.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, st, ptr) })
+}
+
+// live is nil while the buffer and its context are open.
+func (b *Buffer) live() error {
+	return b.use(func(*C.metrale_context_t, C.metrale_devptr_t) error { return nil })
+}
+
+// Size is the buffer's size in bytes (0 for a nil Buffer).
+func (b *Buffer) Size() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.size
+}
+
+// Ptr is the device address (0 after Close, and for a nil Buffer).
 func (b *Buffer) Ptr() DevPtr {
+	if b == nil {
+		return 0
+	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
@@ -86,7 +135,11 @@ func (b *Buffer) Ptr() DevPtr {
 	return b.ptr
 }
 
+// fits checks n bytes against the buffer (a nil Buffer is ErrClosed).
 func (b *Buffer) fits(n uint64, what string) error {
+	if b == nil {
+		return closedError(what + ": a nil buffer")
+	}
 	if n > b.size {
 		return argError("%s: %d bytes given, the buffer holds %d", what, n, b.size)
 	}
@@ -96,6 +149,9 @@ func (b *Buffer) fits(n uint64, what string) error {
 // CopyFromHost copies src to the start of the buffer (not past its end).
 func (b *Buffer) CopyFromHost(src []byte) error {
 	if err := b.fits(uint64(len(src)), "CopyFromHost"); err != nil || len(src) == 0 {
+		if err == nil {
+			err = b.live() // nothing to copy, but a closed buffer is still an error
+		}
 		return err
 	}
 	return b.use(func(raw *C.metrale_context_t, ptr C.metrale_devptr_t) error {
@@ -107,6 +163,9 @@ func (b *Buffer) CopyFromHost(src []byte) error {
 // CopyToHost fills dst from the start of the buffer.
 func (b *Buffer) CopyToHost(dst []byte) error {
 	if err := b.fits(uint64(len(dst)), "CopyToHost"); err != nil || len(dst) == 0 {
+		if err == nil {
+			err = b.live() // nothing to copy, but a closed buffer is still an error
+		}
 		return err
 	}
 	return b.use(func(raw *C.metrale_context_t, ptr C.metrale_devptr_t) error {
@@ -118,42 +177,65 @@ func (b *Buffer) CopyToHost(dst []byte) error {
 // CopyFromHostAsync copies src on stream; src may be reused on return.
 func (b *Buffer) CopyFromHostAsync(src []byte, s *Stream) error {
 	if err := b.fits(uint64(len(src)), "CopyFromHostAsync"); err != nil || len(src) == 0 {
+		if err == nil {
+			err = b.withStream(s, func(*C.metrale_context_t, *C.metrale_stream_t, C.metrale_devptr_t) error { return nil })
+		}
 		return err
 	}
-	return s.use(b.ctx, func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
-		return b.use(func(_ *C.metrale_context_t, ptr C.metrale_devptr_t) error {
-			var msg *C.char
-			return result(C.mg_copy_h2d_async(&msg, raw, unsafe.Pointer(&src[0]), C.size_t(len(src)), ptr, st), msg)
-		})
+	return b.withStream(s, func(raw *C.metrale_context_t, st *C.metrale_stream_t, ptr C.metrale_devptr_t) error {
+		var msg *C.char
+		if err := result(C.mg_copy_h2d_async(&msg, raw, unsafe.Pointer(&src[0]), C.size_t(len(src)), ptr, st), msg); err != nil {
+			return err
+		}
+		b.ctx.noteCaptured(raw, st, b)
+		return nil
 	})
 }
 
 // CopyToHostOnStream copies into dst on stream and waits for the stream.
 func (b *Buffer) CopyToHostOnStream(dst []byte, s *Stream) error {
 	if err := b.fits(uint64(len(dst)), "CopyToHostOnStream"); err != nil || len(dst) == 0 {
+		if err == nil {
+			err = b.withStream(s, func(*C.metrale_context_t, *C.metrale_stream_t, C.metrale_devptr_t) error { return nil })
+		}
 		return err
 	}
-	return s.use(b.ctx, func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
-		return b.use(func(_ *C.metrale_context_t, ptr C.metrale_devptr_t) error {
-			var msg *C.char
-			return result(C.mg_copy_d2h_on_stream(&msg, raw, ptr, unsafe.Pointer(&dst[0]), C.size_t(len(dst)), st), msg)
-		})
+	return b.withStream(s, func(raw *C.metrale_context_t, st *C.metrale_stream_t, ptr C.metrale_devptr_t) error {
+		var msg *C.char
+		return result(C.mg_copy_d2h_on_stream(&msg, raw, ptr, unsafe.Pointer(&dst[0]), C.size_t(len(dst)), st), msg)
 	})
 }
 
 // CopyFrom copies all of src (same context) to the start of b.
 func (b *Buffer) CopyFrom(src *Buffer) error {
+	if b == nil {
+		return closedError("CopyFrom: a nil buffer")
+	}
 	if src == nil || src.ctx != b.ctx {
 		return argError("CopyFrom: the source is nil or from another context")
 	}
 	if err := b.fits(src.size, "CopyFrom"); err != nil {
 		return err
 	}
-	return src.use(func(_ *C.metrale_context_t, sp C.metrale_devptr_t) error {
-		return b.use(func(raw *C.metrale_context_t, dp C.metrale_devptr_t) error {
+	sp, releaseS, err := src.hold()
+	if err != nil {
+		return err
+	}
+	defer releaseS()
+	if src == b { // one read lock is enough (a second could wait behind a Close)
+		return b.ctx.with(func(raw *C.metrale_context_t) error {
 			var msg *C.char
-			return result(C.mg_copy_d2d(&msg, raw, sp, dp, C.size_t(src.size)), msg)
+			return result(C.mg_copy_d2d(&msg, raw, sp, sp, C.size_t(src.size)), msg)
 		})
+	}
+	dp, releaseD, err := b.hold()
+	if err != nil {
+		return err
+	}
+	defer releaseD()
+	return b.ctx.with(func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_copy_d2d(&msg, raw, sp, dp, C.size_t(src.size)), msg)
 	})
 }
 
@@ -162,6 +244,23 @@ func (b *Buffer) Memset(value byte) error {
 	return b.use(func(raw *C.metrale_context_t, ptr C.metrale_devptr_t) error {
 		var msg *C.char
 		return result(C.mg_memset(&msg, raw, ptr, C.uint8_t(value), C.size_t(b.size)), msg)
+	})
+}
+
+// MemsetAsync sets every byte of the buffer to value on s (nil: the
+// default stream) and returns without waiting; the launch trace records it
+// when on. While s captures, the graph keeps the buffer reachable.
+func (b *Buffer) MemsetAsync(value byte, s *Stream) error {
+	if b == nil {
+		return closedError("MemsetAsync: a nil buffer")
+	}
+	return b.withStream(s, func(raw *C.metrale_context_t, st *C.metrale_stream_t, ptr C.metrale_devptr_t) error {
+		var msg *C.char
+		if err := result(C.mg_memset_async(&msg, raw, ptr, C.uint8_t(value), C.size_t(b.size), st), msg); err != nil {
+			return err
+		}
+		b.ctx.noteCaptured(raw, st, b)
+		return nil
 	})
 }
 
@@ -177,6 +276,7 @@ func (b *Buffer) Close() error {
 		return nil
 	}
 	b.closed = true
+	runtime.SetFinalizer(b, nil)
 	err := b.ctx.with(func(raw *C.metrale_context_t) error {
 		var msg *C.char
 		return result(C.mg_free(&msg, raw, C.metrale_devptr_t(b.ptr)), msg)
@@ -187,79 +287,35 @@ func (b *Buffer) Close() error {
 	return err
 }
 
-// Upload copies src (plain data: numbers or structs of numbers, no Go
-// pointers) to the start of b.
-func Upload[T any](b *Buffer, src []T) error {
+// Numeric is the element types Upload and Download accept: plain numbers
+// (and types defined on them), never anything holding a Go pointer, which
+// cgo's rules keep out of memory the library or the device sees.
+type Numeric interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~int |
+		~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uint | ~uintptr |
+		~float32 | ~float64 | ~complex64 | ~complex128
+}
+
+// Upload copies src to the start of b.
+func Upload[T Numeric](b *Buffer, src []T) error {
+	if b == nil {
+		return closedError("Upload: a nil buffer")
+	}
 	if len(src) == 0 {
-		return nil
+		return b.live()
 	}
 	n := len(src) * int(unsafe.Sizeof(src[0]))
 	return b.CopyFromHost(unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), n))
 }
 
-// Download fills dst (plain data) from the start of b.
-func Download[T any](b *Buffer, dst []T) error {
+// Download fills dst from the start of b.
+func Download[T Numeric](b *Buffer, dst []T) error {
+	if b == nil {
+		return closedError("Download: a nil buffer")
+	}
 	if len(dst) == 0 {
-		return nil
+		return b.live()
 	}
 	n := len(dst) * int(unsafe.Sizeof(dst[0]))
 	return b.CopyToHost(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), n))
-}
-
-// PinnedBuffer is page-locked host memory.
-type PinnedBuffer struct {
-	ctx    *Context
-	mu     sync.Mutex
-	ptr    unsafe.Pointer
-	size   uint64
-	closed bool
-}
-
-// AllocPinned allocates page-locked host memory.
-func (c *Context) AllocPinned(bytes uint64) (*PinnedBuffer, error) {
-	var p unsafe.Pointer
-	err := c.with(func(raw *C.metrale_context_t) error {
-		var msg *C.char
-		return result(C.mg_host_alloc_pinned(&msg, raw, C.size_t(bytes), &p), msg)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &PinnedBuffer{ctx: c, ptr: p, size: bytes}, nil
-}
-
-// Bytes is the memory as a slice; nil after Close. Do not keep the slice
-// past Close (of the buffer or its context): the memory is gone then.
-func (p *PinnedBuffer) Bytes() []byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []byte
-	if !p.closed && p.ptr != nil {
-		_ = p.ctx.with(func(*C.metrale_context_t) error {
-			out = unsafe.Slice((*byte)(p.ptr), p.size)
-			return nil
-		})
-	}
-	return out
-}
-
-// Close frees the memory; idempotent.
-func (p *PinnedBuffer) Close() error {
-	if p == nil {
-		return nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil
-	}
-	p.closed = true
-	err := p.ctx.with(func(raw *C.metrale_context_t) error {
-		var msg *C.char
-		return result(C.mg_host_free_pinned(&msg, raw, p.ptr), msg)
-	})
-	if e, ok := err.(*Error); ok && e.closed {
-		return nil
-	}
-	return err
 }

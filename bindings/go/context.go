@@ -13,6 +13,7 @@ package metrale
 import "C"
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -21,12 +22,14 @@ import (
 // Backend selects where a context runs.
 type Backend int
 
+// The backends of metrale_backend_t.
 const (
-	BackendAuto Backend = C.METRALE_BACKEND_AUTO
-	BackendCUDA Backend = C.METRALE_BACKEND_CUDA
-	BackendHost Backend = C.METRALE_BACKEND_HOST
+	BackendAuto Backend = C.METRALE_BACKEND_AUTO // cuda when a device answers, else host
+	BackendCUDA Backend = C.METRALE_BACKEND_CUDA // the CUDA driver, loaded at run time
+	BackendHost Backend = C.METRALE_BACKEND_HOST // host memory and C host kernels, anywhere
 )
 
+// String is the backend's METRALE_BACKEND name: "auto", "cuda" or "host".
 func (b Backend) String() string {
 	switch b {
 	case BackendCUDA:
@@ -40,15 +43,15 @@ func (b Backend) String() string {
 // Options for NewContext. Start from DefaultOptions(); environment
 // variables (METRALE_BACKEND, METRALE_REDZONE, ...) override them.
 type Options struct {
-	Backend         Backend
-	Device          int
-	RedzoneBytes    uint64
-	RedzoneMinIndex uint64
-	CheckedPointers bool
-	DebugSync       bool
-	LaunchTrace     bool
-	KernelTiming    bool
-	TraceCapacity   uint64
+	Backend         Backend // where the context runs (METRALE_BACKEND)
+	Device          int     // the CUDA device ordinal (METRALE_DEVICE)
+	RedzoneBytes    uint64  // pad after each allocation, 0 = none (METRALE_REDZONE)
+	RedzoneMinIndex uint64  // pad only allocations from this seq on (METRALE_REDZONE_MIN_IDX)
+	CheckedPointers bool    // range-check copies and memsets (METRALE_CHECKED)
+	DebugSync       bool    // synchronize after every launch (METRALE_DEBUG_SYNC)
+	LaunchTrace     bool    // record launches, d2d copies and memsets (METRALE_LAUNCH_TRACE)
+	KernelTiming    bool    // time every launch (METRALE_KERNEL_TIMING)
+	TraceCapacity   uint64  // entries the launch trace and kernel audit keep
 }
 
 // DefaultOptions returns the library's defaults.
@@ -77,9 +80,22 @@ func cbool(b bool) C.int {
 
 // Context is a device context. Close destroys it: the library frees what is
 // still allocated and logs the sites.
+//
+// A Context never closed is destroyed by a finalizer once unreachable (its
+// handles keep it reachable), with a warning naming where it was made.
 type Context struct {
 	mu  sync.RWMutex
 	raw *C.metrale_context_t
+
+	file string // where NewContext was called, for the finalizer's warning
+	line int
+
+	// aux guards what the binding keeps beside the C context: the live
+	// streams (finalizers wait for them) and the buffers each active
+	// capture recorded (the graph keeps them reachable).
+	aux      sync.Mutex
+	streams  map[*C.metrale_stream_t]struct{}
+	captures map[*C.metrale_stream_t][]*Buffer
 }
 
 // NewContext creates a context; opts nil means DefaultOptions().
@@ -102,7 +118,25 @@ func NewContext(opts *Options) (*Context, error) {
 	if err := result(C.mg_context_create(&msg, &o, &raw), msg); err != nil {
 		return nil, err
 	}
-	return &Context{raw: raw}, nil
+	c := &Context{raw: raw}
+	c.file, c.line = Site(1)
+	runtime.SetFinalizer(c, (*Context).finalize)
+	return c, nil
+}
+
+// finalize destroys a context that became unreachable without Close.
+func (c *Context) finalize() {
+	if c.raw == nil {
+		return
+	}
+	var msg *C.char
+	err := result(C.mg_context_destroy(&msg, c.raw), msg)
+	c.raw = nil
+	outcome := "the garbage collector destroyed it"
+	if err != nil {
+		outcome = fmt.Sprintf("the garbage collector could not destroy it: %v", err)
+	}
+	logLeak("a Context", c.file, c.line, outcome)
 }
 
 // with runs f with the live context; Close waits for it to return.
@@ -132,6 +166,7 @@ func (c *Context) Close() error {
 	var msg *C.char
 	err := result(C.mg_context_destroy(&msg, c.raw), msg)
 	c.raw = nil
+	runtime.SetFinalizer(c, nil)
 	return err
 }
 
@@ -173,14 +208,15 @@ func (c *Context) Synchronize() error {
 
 // DeviceInfo describes the device (or the host, on the host backend).
 type DeviceInfo struct {
-	Name                       string
-	ComputeMajor, ComputeMinor int
-	SMCount                    int
-	TotalMemory                uint64
-	Backend                    Backend
-	Ordinal                    int
+	Name                       string  // the device's (or the host's) name
+	ComputeMajor, ComputeMinor int     // compute capability; 0.0 on the host backend
+	SMCount                    int     // multiprocessors; CPUs on the host backend
+	TotalMemory                uint64  // bytes of device memory (host RAM on host)
+	Backend                    Backend // the backend the context runs on
+	Ordinal                    int     // the device ordinal
 }
 
+// DeviceInfo describes the context's device.
 func (c *Context) DeviceInfo() (DeviceInfo, error) {
 	var d DeviceInfo
 	err := c.with(func(raw *C.metrale_context_t) error {
@@ -198,15 +234,6 @@ func (c *Context) DeviceInfo() (DeviceInfo, error) {
 		return nil
 	})
 	return d, err
-}
-
-// callerSite is the file and line `skip` frames above its caller.
-func callerSite(skip int) (*C.char, C.int) {
-	_, file, line, ok := runtime.Caller(skip + 1)
-	if !ok {
-		file, line = "?", 0
-	}
-	return C.CString(file), C.int(line)
 }
 
 func freeC(p *C.char) { C.free(unsafe.Pointer(p)) }

@@ -42,16 +42,21 @@ func (s Status) Name() string {
 	return C.GoString(C.metrale_status_name(C.metrale_status_t(s)))
 }
 
+// Error is the status's name, so a Status is an error too.
 func (s Status) Error() string { return s.Name() }
 
 // Error is a failed call: the status and the library's message for it.
 type Error struct {
-	Status  Status
-	Message string
+	Status  Status // what the call answered
+	Message string // the library's message: what was wrong, where, what to do
 	closed  bool
 }
 
+// Error is "metrale: STATUS_NAME: message".
 func (e *Error) Error() string {
+	if e == nil {
+		return "metrale: <nil *Error>"
+	}
 	if e.Message == "" {
 		return "metrale: " + e.Status.Name()
 	}
@@ -59,10 +64,15 @@ func (e *Error) Error() string {
 }
 
 // Unwrap gives the Status, so errors.Is(err, metrale.ErrNotFound) works.
-func (e *Error) Unwrap() error { return e.Status }
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Status
+}
 
 // Is matches ErrClosed for use-after-close errors.
-func (e *Error) Is(target error) bool { return e.closed && target == ErrClosed }
+func (e *Error) Is(target error) bool { return e != nil && e.closed && target == ErrClosed }
 
 func closedError(what string) error {
 	return &Error{Status: ErrInvalidArgument, Message: what + " was closed", closed: true}

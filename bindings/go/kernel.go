@@ -13,7 +13,9 @@ import (
 )
 
 // Dim3 is a grid or block size.
-type Dim3 struct{ X, Y, Z uint32 }
+type Dim3 struct {
+	X, Y, Z uint32 // the extent in each dimension (each at least 1 for a launch)
+}
 
 // D1 is the one-dimensional Dim3{x, 1, 1}.
 func D1(x uint32) Dim3 { return Dim3{x, 1, 1} }
@@ -119,8 +121,13 @@ func (c *Context) Kernel(module, fn string) (*Kernel, error) {
 	return &Kernel{ctx: c, raw: k, name: module + "::" + fn}, nil
 }
 
-// Name is "module::function".
-func (k *Kernel) Name() string { return k.name }
+// Name is "module::function" ("" for a nil Kernel).
+func (k *Kernel) Name() string {
+	if k == nil {
+		return ""
+	}
+	return k.name
+}
 
 // Close makes the handle unusable; idempotent.
 func (k *Kernel) Close() error {
@@ -134,8 +141,8 @@ func (k *Kernel) Close() error {
 
 // LaunchConfig says where and how wide a launch runs.
 type LaunchConfig struct {
-	Grid, Block Dim3
-	SharedBytes uint32
+	Grid, Block Dim3    // blocks in the grid, threads in a block
+	SharedBytes uint32  // dynamic shared memory per block
 	Stream      *Stream // nil: the default stream
 }
 
@@ -143,6 +150,12 @@ type LaunchConfig struct {
 // alignment. Accepted: the fixed-size integer and float types, int, uint,
 // uintptr (8 bytes), DevPtr and *Buffer (its device pointer, 8 bytes).
 func PackArgs(args ...interface{}) ([]byte, error) {
+	// A nil or closed *Buffer is refused before any layout is done.
+	for i, a := range args {
+		if b, ok := a.(*Buffer); ok && b.Ptr() == 0 {
+			return nil, argError("argument %d: a nil or closed buffer", i)
+		}
+	}
 	out := make([]byte, 0, 8*len(args))
 	put := func(size int, v uint64) {
 		for len(out)%size != 0 {
@@ -195,18 +208,35 @@ func PackArgs(args ...interface{}) ([]byte, error) {
 	return out, nil
 }
 
-// Launch packs args (see PackArgs) and launches the kernel.
+// Launch packs args (see PackArgs) and launches the kernel. While the
+// stream captures, the graph keeps the *Buffer arguments reachable.
 func (k *Kernel) Launch(cfg LaunchConfig, args ...interface{}) error {
+	if k == nil {
+		return closedError("a nil kernel")
+	}
 	packed, err := PackArgs(args...)
 	if err != nil {
 		return err
 	}
-	return k.LaunchPacked(cfg, packed)
+	var bufs []*Buffer
+	for _, a := range args {
+		if b, ok := a.(*Buffer); ok {
+			bufs = append(bufs, b)
+		}
+	}
+	return k.launch(cfg, packed, bufs)
 }
 
 // LaunchPacked launches with an argument buffer already laid out; the
 // library checks its size against the kernel's parameters where known.
+// Buffers named only by address in packed are not kept reachable by a
+// graph this launch is captured into: keep them yourself.
 func (k *Kernel) LaunchPacked(cfg LaunchConfig, packed []byte) error {
+	return k.launch(cfg, packed, nil)
+}
+
+// launch is LaunchPacked noting bufs for an active capture.
+func (k *Kernel) launch(cfg LaunchConfig, packed []byte, bufs []*Buffer) error {
 	if k == nil {
 		return closedError("a nil kernel")
 	}
@@ -224,7 +254,13 @@ func (k *Kernel) LaunchPacked(cfg LaunchConfig, packed []byte) error {
 	}
 	return cfg.Stream.use(k.ctx, func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
 		var msg *C.char
-		return result(C.mg_launch_packed(&msg, raw, k.raw, cfg.Grid.c(), cfg.Block.c(),
-			C.uint32_t(cfg.SharedBytes), st, args, C.size_t(len(packed))), msg)
+		if err := result(C.mg_launch_packed(&msg, raw, k.raw, cfg.Grid.c(), cfg.Block.c(),
+			C.uint32_t(cfg.SharedBytes), st, args, C.size_t(len(packed))), msg); err != nil {
+			return err
+		}
+		if len(bufs) > 0 {
+			k.ctx.noteCaptured(raw, st, bufs...)
+		}
+		return nil
 	})
 }

@@ -9,44 +9,65 @@ import "unsafe"
 
 // Allocation is one live ledger entry.
 type Allocation struct {
-	Ptr          DevPtr
-	Bytes        uint64
-	Seq          uint64
-	File         string
-	Line         int
-	Managed      bool
-	RedzoneBytes uint64
+	Ptr          DevPtr // what the caller got
+	Bytes        uint64 // what the caller asked for
+	Seq          uint64 // the red-zone creation index (see the header)
+	File         string // the allocation site, relative to its module root (see Site)
+	Line         int    // its line
+	Managed      bool   // managed (unified) memory
+	RedzoneBytes uint64 // the pad after the buffer (0 = none)
 }
 
 // RedzoneViolation is one overwritten red-zone pad.
 type RedzoneViolation struct {
-	Ptr            DevPtr
-	Bytes          uint64
-	Seq            uint64
-	File           string
-	Line           int
+	Ptr            DevPtr // the allocation's pointer
+	Bytes          uint64 // its size as asked
+	Seq            uint64 // its red-zone creation index
+	File           string // its allocation site
+	Line           int    // its line
 	FirstBadOffset uint64 // from the end of the buffer
-	BadBytes       uint64
-	Expected       byte
-	Found          byte
+	BadBytes       uint64 // pad bytes that differ from the pattern
+	Expected       byte   // the pattern byte (0xA5)
+	Found          byte   // what the first bad byte holds
 }
 
-// Counters are the context's telemetry counters.
+// Counters are the context's telemetry counters, one field per field of
+// metrale_counters_t, in its order (a test checks that they match).
 type Counters struct {
-	Launches, GraphLaunches, StreamSyncs           uint64
-	H2DCopies, H2DBytes, D2HCopies, D2HBytes       uint64
-	D2DCopies, D2DBytes, Memsets, MemsetBytes      uint64
-	Allocs, AllocBytes, Frees, FreeBytes           uint64
-	KernelLookups, KernelLookupMisses, PinnedWaits uint64
-	TimingsDropped                                 uint64 // launches left untimed by the timing caps
+	Launches           uint64 // kernel launches, graph replays not included
+	GraphLaunches      uint64 // graph replays
+	StreamSyncs        uint64 // stream synchronizes and the library's own waits
+	H2DCopies          uint64 // host-to-device copies
+	H2DBytes           uint64 // bytes they moved
+	D2HCopies          uint64 // device-to-host copies
+	D2HBytes           uint64 // bytes they moved
+	D2DCopies          uint64 // device-to-device copies (2D ones too)
+	D2DBytes           uint64 // bytes they moved (width*height for 2D)
+	Memsets            uint64 // memsets, sync and async
+	MemsetBytes        uint64 // bytes they set
+	Allocs             uint64 // ledger allocations (device and managed)
+	AllocBytes         uint64 // bytes asked by them
+	Frees              uint64 // ledger frees (sweeps included)
+	FreeBytes          uint64 // bytes they gave back
+	KernelLookups      uint64 // Context.Kernel calls
+	KernelLookupMisses uint64 // those that found no kernel
+	PinnedWaits        uint64 // async host-to-device copies that waited for a pinned source
+	TimingsDropped     uint64 // launches left untimed by the timing caps
+}
+
+// countersCWords is how many uint64 counters metrale_counters_t holds
+// after struct_size, for the test that keeps Counters in step with it.
+func countersCWords() int {
+	var k C.metrale_counters_t
+	return int((unsafe.Sizeof(k) - unsafe.Sizeof(k.struct_size)) / unsafe.Sizeof(k.launches))
 }
 
 // KernelAuditEntry is one kernel lookup, found or not.
 type KernelAuditEntry struct {
-	Module, Function string
-	Found            bool
-	File             string
-	Line             int
+	Module, Function string // the names looked up
+	Found            bool   // whether the lookup found a kernel
+	File             string // the lookup's site
+	Line             int    // its line
 }
 
 // readList does a size query then a read, again if the list grew between.

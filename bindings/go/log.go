@@ -13,6 +13,7 @@ import (
 // LogLevel is a library log level, lowest first.
 type LogLevel int
 
+// The levels of metrale_log_level_t.
 const (
 	LogTrace    LogLevel = C.METRALE_LOG_TRACE
 	LogDebug    LogLevel = C.METRALE_LOG_DEBUG
@@ -23,6 +24,7 @@ const (
 	LogOff      LogLevel = C.METRALE_LOG_OFF
 )
 
+// String is the level's METRALE_LOG name ("warn", ...).
 func (l LogLevel) String() string {
 	names := [...]string{"trace", "debug", "info", "warn", "error", "critical", "off"}
 	if l >= 0 && int(l) < len(names) {
@@ -34,7 +36,11 @@ func (l LogLevel) String() string {
 // SetLogLevel sets the level for every context.
 func SetLogLevel(l LogLevel) error {
 	var msg *C.char
-	return result(C.mg_log_set_level(&msg, C.metrale_log_level_t(l)), msg)
+	if err := result(C.mg_log_set_level(&msg, C.metrale_log_level_t(l)), msg); err != nil {
+		return err
+	}
+	logLevel.Store(int32(l)) // the binding's own lines follow it (finalize.go)
+	return nil
 }
 
 // The current callback's handle. A line still in flight with an older

@@ -5,16 +5,22 @@ package metrale
 */
 import "C"
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
 // Stream orders the work put on it. The default stream (DefaultStream)
-// belongs to the context: its Close does nothing.
+// belongs to the context: its Close does nothing. A stream from NewStream
+// never closed is destroyed by a finalizer, with a warning naming its site.
 type Stream struct {
 	ctx    *Context
 	mu     sync.RWMutex
 	raw    *C.metrale_stream_t
 	owned  bool
 	closed bool
+	file   string // where NewStream was called
+	line   int
 }
 
 // NewStream creates a non-blocking stream.
@@ -27,7 +33,23 @@ func (c *Context) NewStream() (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Stream{ctx: c, raw: s, owned: true}, nil
+	st := &Stream{ctx: c, raw: s, owned: true}
+	st.file, st.line = Site(1)
+	c.trackStream(s)
+	runtime.SetFinalizer(st, (*Stream).finalize)
+	return st, nil
+}
+
+// finalize destroys a stream from NewStream that became unreachable.
+func (s *Stream) finalize() {
+	if s.closed {
+		return
+	}
+	s.ctx.untrackStream(s.raw)
+	finalizeDestroy(s.ctx, "a Stream", s.file, s.line, func(raw *C.metrale_context_t) error {
+		var msg *C.char
+		return result(C.mg_stream_destroy(&msg, raw, s.raw), msg)
+	})
 }
 
 // DefaultStream is the context's own stream (what a nil *Stream means).
@@ -46,18 +68,29 @@ func (c *Context) DefaultStream() (*Stream, error) {
 // use runs f with the context and the stream pointer; a nil *Stream is the
 // default stream of ctx.
 func (s *Stream) use(ctx *Context, f func(raw *C.metrale_context_t, st *C.metrale_stream_t) error) error {
+	st, release, err := s.hold(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return ctx.with(func(raw *C.metrale_context_t) error { return f(raw, st) })
+}
+
+// hold takes the stream's read lock (see Buffer.hold); a nil *Stream is
+// the default stream of ctx, a NULL handle.
+func (s *Stream) hold(ctx *Context) (*C.metrale_stream_t, func(), error) {
 	if s == nil {
-		return ctx.with(func(raw *C.metrale_context_t) error { return f(raw, nil) })
+		return nil, func() {}, nil
 	}
 	if s.ctx != ctx {
-		return argError("the stream belongs to another context")
+		return nil, nil, argError("the stream belongs to another context")
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	if s.closed {
-		return closedError("the stream")
+		s.mu.RUnlock()
+		return nil, nil, closedError("the stream")
 	}
-	return ctx.with(func(raw *C.metrale_context_t) error { return f(raw, s.raw) })
+	return s.raw, s.mu.RUnlock, nil
 }
 
 func (s *Stream) context() *Context {
@@ -90,38 +123,53 @@ func (s *Stream) IsCapturing() bool {
 func (s *Stream) BeginCapture() error {
 	return s.use(s.context(), func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
 		var msg *C.char
-		return result(C.mg_graph_begin_capture(&msg, raw, st), msg)
+		if err := result(C.mg_graph_begin_capture(&msg, raw, st), msg); err != nil {
+			return err
+		}
+		s.ctx.captureBegan(raw, st)
+		return nil
 	})
 }
 
-// EndCapture ends the capture and instantiates the graph.
+// EndCapture ends the capture and instantiates the graph. The graph keeps
+// the buffers the captured work named reachable (see capture.go).
 func (s *Stream) EndCapture() (*Graph, error) {
 	var g *C.metrale_graph_t
+	var kept []*Buffer
 	err := s.use(s.context(), func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
 		var msg *C.char
-		return result(C.mg_graph_end_capture(&msg, raw, st, &g), msg)
+		err := result(C.mg_graph_end_capture(&msg, raw, st, &g), msg)
+		if err == nil || C.metrale_stream_is_capturing(raw, st) == 0 {
+			kept = s.ctx.captureEnded(raw, st)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Graph{ctx: s.ctx, raw: g}, nil
+	graph := &Graph{ctx: s.ctx, raw: g, kept: kept}
+	graph.file, graph.line = Site(1)
+	runtime.SetFinalizer(graph, (*Graph).finalize)
+	return graph, nil
 }
 
 // AbortCapture drops an active capture (nil when none is active).
 func (s *Stream) AbortCapture() error {
 	return s.use(s.context(), func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
 		var msg *C.char
-		return result(C.mg_graph_abort_capture(&msg, raw, st), msg)
+		if err := result(C.mg_graph_abort_capture(&msg, raw, st), msg); err != nil {
+			return err
+		}
+		s.ctx.captureEnded(raw, st)
+		return nil
 	})
 }
 
 // WaitEvent makes the stream wait for the work recorded in e.
 func (s *Stream) WaitEvent(e *Event) error {
-	return e.use(s.context(), func(raw *C.metrale_context_t, ev *C.metrale_event_t) error {
-		return s.use(s.context(), func(_ *C.metrale_context_t, st *C.metrale_stream_t) error {
-			var msg *C.char
-			return result(C.mg_stream_wait_event(&msg, raw, st, ev), msg)
-		})
+	return e.withStream(s, s.context(), func(raw *C.metrale_context_t, ev *C.metrale_event_t, st *C.metrale_stream_t) error {
+		var msg *C.char
+		return result(C.mg_stream_wait_event(&msg, raw, st, ev), msg)
 	})
 }
 
@@ -139,6 +187,8 @@ func (s *Stream) Close() error {
 	if !s.owned {
 		return nil
 	}
+	runtime.SetFinalizer(s, nil)
+	s.ctx.untrackStream(s.raw)
 	return ignoreClosed(s.ctx.with(func(raw *C.metrale_context_t) error {
 		var msg *C.char
 		return result(C.mg_stream_destroy(&msg, raw, s.raw), msg)
@@ -152,141 +202,4 @@ func ignoreClosed(err error) error {
 		return nil
 	}
 	return err
-}
-
-// Event marks a point in a stream, to wait for or to time.
-type Event struct {
-	ctx    *Context
-	mu     sync.RWMutex
-	raw    *C.metrale_event_t
-	closed bool
-}
-
-// NewEvent creates an event; timing false makes it cheaper.
-func (c *Context) NewEvent(timing bool) (*Event, error) {
-	flags := C.uint(C.METRALE_EVENT_DEFAULT)
-	if !timing {
-		flags = C.METRALE_EVENT_DISABLE_TIMING
-	}
-	var e *C.metrale_event_t
-	err := c.with(func(raw *C.metrale_context_t) error {
-		var msg *C.char
-		return result(C.mg_event_create(&msg, raw, flags, &e), msg)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &Event{ctx: c, raw: e}, nil
-}
-
-func (e *Event) use(ctx *Context, f func(raw *C.metrale_context_t, ev *C.metrale_event_t) error) error {
-	if e == nil {
-		return closedError("a nil event")
-	}
-	if ctx != nil && ctx != e.ctx {
-		return argError("the event belongs to another context")
-	}
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.closed {
-		return closedError("the event")
-	}
-	return e.ctx.with(func(raw *C.metrale_context_t) error { return f(raw, e.raw) })
-}
-
-// Record records the event on s (nil: the default stream).
-func (e *Event) Record(s *Stream) error {
-	return e.use(s.context(), func(raw *C.metrale_context_t, ev *C.metrale_event_t) error {
-		return s.use(e.ctx, func(_ *C.metrale_context_t, st *C.metrale_stream_t) error {
-			var msg *C.char
-			return result(C.mg_event_record(&msg, raw, ev, st), msg)
-		})
-	})
-}
-
-func (e *Event) Synchronize() error {
-	return e.use(nil, func(raw *C.metrale_context_t, ev *C.metrale_event_t) error {
-		var msg *C.char
-		return result(C.mg_event_synchronize(&msg, raw, ev), msg)
-	})
-}
-
-// Query reports whether all work before the record has completed.
-func (e *Event) Query() (bool, error) {
-	var done C.int
-	err := e.use(nil, func(raw *C.metrale_context_t, ev *C.metrale_event_t) error {
-		var msg *C.char
-		return result(C.mg_event_query(&msg, raw, ev, &done), msg)
-	})
-	return done != 0, err
-}
-
-// ElapsedMs is the time from e to end, both recorded timing events.
-func (e *Event) ElapsedMs(end *Event) (float32, error) {
-	var ms C.float
-	err := e.use(nil, func(raw *C.metrale_context_t, a *C.metrale_event_t) error {
-		return end.use(e.ctx, func(_ *C.metrale_context_t, b *C.metrale_event_t) error {
-			var msg *C.char
-			return result(C.mg_event_elapsed_ms(&msg, raw, a, b, &ms), msg)
-		})
-	})
-	return float32(ms), err
-}
-
-// Close destroys the event; idempotent.
-func (e *Event) Close() error {
-	if e == nil {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil
-	}
-	e.closed = true
-	return ignoreClosed(e.ctx.with(func(raw *C.metrale_context_t) error {
-		var msg *C.char
-		return result(C.mg_event_destroy(&msg, raw, e.raw), msg)
-	}))
-}
-
-// Graph is work captured from a stream, replayed by Launch.
-type Graph struct {
-	ctx    *Context
-	mu     sync.RWMutex
-	raw    *C.metrale_graph_t
-	closed bool
-}
-
-// Launch replays the graph on s (nil: the default stream).
-func (g *Graph) Launch(s *Stream) error {
-	if g == nil {
-		return closedError("a nil graph")
-	}
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	if g.closed {
-		return closedError("the graph")
-	}
-	return s.use(g.ctx, func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
-		var msg *C.char
-		return result(C.mg_graph_launch(&msg, raw, g.raw, st), msg)
-	})
-}
-
-// Close destroys the graph; idempotent.
-func (g *Graph) Close() error {
-	if g == nil {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return nil
-	}
-	g.closed = true
-	return ignoreClosed(g.ctx.with(func(raw *C.metrale_context_t) error {
-		var msg *C.char
-		return result(C.mg_graph_destroy(&msg, raw, g.raw), msg)
-	}))
 }

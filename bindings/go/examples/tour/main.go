@@ -203,12 +203,16 @@ func tour() error {
 	if err != nil {
 		return err
 	}
-	traced, err := ctx.LaunchTraceLen()
+	trace, err := ctx.LaunchTrace()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("8. counters: %d launches, %d graph launches, %d h2d (%d bytes), %d d2h (%d bytes), %d allocs, %d stream syncs; %d trace entries\n",
-		cnt.Launches, cnt.GraphLaunches, cnt.H2DCopies, cnt.H2DBytes, cnt.D2HCopies, cnt.D2HBytes, cnt.Allocs, cnt.StreamSyncs, traced)
+	if len(trace) == 0 || trace[0].Kind != metrale.TraceLaunch {
+		return fmt.Errorf("the launch trace does not start with the first launch: %+v", trace)
+	}
+	fmt.Printf("8. counters: %d launches, %d graph launches, %d h2d (%d bytes), %d d2h (%d bytes), %d allocs, %d stream syncs; %d trace entries, the first a %s of %s with grid %d\n",
+		cnt.Launches, cnt.GraphLaunches, cnt.H2DCopies, cnt.H2DBytes, cnt.D2HCopies, cnt.D2HBytes, cnt.Allocs, cnt.StreamSyncs,
+		len(trace), trace[0].Kind, trace[0].Kernel, trace[0].Grid.X)
 
 	if err := a.Close(); err != nil {
 		return err
