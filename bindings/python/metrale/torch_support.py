@@ -5,6 +5,7 @@ tensor with the name of the module that allocated it."""
 import threading
 
 from . import _lib, pluggable, tags
+from .errors import MetraleError
 
 _installed = None
 _hook_state = threading.local()
@@ -80,14 +81,18 @@ def _pushed():
 
 
 def _push(name):
-    tags.push(name)
-    _pushed().append(name)
+    # A hook must never break the model: a refused push (a full tag table,
+    # say) leaves the allocation untagged, and its pop pops nothing.
+    try:
+        tags.push(name)
+        _pushed().append(True)
+    except MetraleError:
+        _pushed().append(False)
 
 
 def _pop():
     s = _pushed()
-    if s:
-        s.pop()
+    if s and s.pop():
         tags.pop()
 
 
@@ -102,9 +107,11 @@ def tag_modules(model, prefix=None, backward=False):
     """Tags what each submodule of `model` allocates with its qualified name
     (prefix.name; the root is prefix or its class name): a forward
     pre-hook pushes the tag and a forward hook pops it. backward=True also
-    tags the backward pass ("<name>.backward", on the autograd thread) with
-    full backward hooks (which refuse in-place ops on module outputs).
-    Returns the hook handles (call .remove() on each to undo)."""
+    tags the backward pass of each leaf module (one without children:
+    Linear, LayerNorm, ...) as "<name>.backward" with full backward hooks,
+    which run on the autograd thread where backward allocates (they refuse
+    in-place ops on those modules' outputs). Returns the hook handles (call
+    .remove() on each to undo)."""
     root = prefix or type(model).__name__
     handles = []
     for name, module in model.named_modules():
@@ -118,7 +125,7 @@ def tag_modules(model, prefix=None, backward=False):
 
         handles.append(module.register_forward_pre_hook(pre))
         handles.append(module.register_forward_hook(post))
-        if backward:
+        if backward and next(module.children(), None) is None:
             btag = tag + ".backward"
 
             def bpre(mod, grad_out, tag=btag):
