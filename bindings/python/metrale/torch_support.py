@@ -126,9 +126,16 @@ def tag_modules(model, prefix=None, backward=False):
         handles.append(module.register_forward_pre_hook(pre))
         handles.append(module.register_forward_hook(post))
         if backward and next(module.children(), None) is None:
+            if not hasattr(module, "register_full_backward_pre_hook"):
+                raise RuntimeError("tag_modules(backward=True) needs torch >= 2.0 "
+                                   "(register_full_backward_pre_hook)")
             btag = tag + ".backward"
 
             def bpre(mod, grad_out, tag=btag):
+                # Leaf modules never nest, so a tag still pushed here is one
+                # whose post-hook did not run (the hook may be skipped when
+                # no input needs a gradient): drop it before pushing.
+                reset_hook_tags()
                 _push(tag)
 
             def bpost(mod, grad_in, grad_out):
