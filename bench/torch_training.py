@@ -149,7 +149,11 @@ def run_rounds(args, work):
             cmd = [sys.executable, os.path.abspath(__file__), "--child", config, "--steps",
                    str(args.steps), "--warmup", str(args.warmup), "--json", out]
             print(f"torch_training: round {r + 1}/{args.rounds}: {config}", flush=True)
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                errors.append(f"{config} round {r + 1}: over {args.timeout} s (--timeout)")
+                continue
             if p.returncode != 0 or not os.path.exists(out):
                 tail = (p.stderr or p.stdout).strip().splitlines()[-15:]
                 errors.append(f"{config} round {r + 1}: exit {p.returncode}: " + " | ".join(tail))
