@@ -236,6 +236,35 @@ static void scan_names_the_tag(void** state) {
   mt_close(ctx);
 }
 
+/* A free the driver refuses puts the entry back with its tag, and the
+ * tag's line of the report counts it again (host backend's fail hook). */
+static void refused_free_keeps_the_tag(void** state) {
+  (void)state;
+  if (mt_backend() != METRALE_BACKEND_HOST) skip();
+  setenv("METRALE_TEST_HOST_FAIL_FREE", "1", 1);
+  metrale_context_options_t o = mt_options();
+  metrale_context_t* ctx = NULL;
+  metrale_status_t st = mt_create_without_pool(&o, &ctx);
+  unsetenv("METRALE_TEST_HOST_FAIL_FREE");
+  MT_OK(st);
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_tag_push("kept"));
+  MT_OK(metrale_alloc(ctx, 2048, &p));
+  MT_OK(metrale_tag_pop());
+  MT_STATUS(metrale_free(ctx, p), METRALE_ERROR_DRIVER);
+  const char* tag = NULL;
+  MT_OK(metrale_allocation_tag(ctx, p, &tag));
+  assert_string_equal(tag, "kept");
+  char* text = report_by_tag(ctx, 0);
+  assert_non_null(strstr(text, "2.0 KiB in 1 allocation tagged kept"));
+  free(text);
+  MT_OK(metrale_free(ctx, p)); /* the next free goes through */
+  text = report_by_tag(ctx, 0);
+  assert_null(strstr(text, "tagged kept"));
+  free(text);
+  mt_close(ctx);
+}
+
 /* Tags live for the process: ever new names stop at the table's bound
  * with INVALID_ARGUMENT, and names already held keep working. Runs last:
  * it fills the process's table. */
@@ -273,6 +302,7 @@ int main(void) {
       cmocka_unit_test(report_groups_by_tag),
       cmocka_unit_test(tags_are_per_thread),
       cmocka_unit_test(scan_names_the_tag),
+      cmocka_unit_test(refused_free_keeps_the_tag),
       cmocka_unit_test(table_is_bounded),
   };
   return MT_RUN(tests);
