@@ -101,6 +101,9 @@
  *    - destroying a handle twice is INVALID_ARGUMENT the second time and
  *      leaves every other handle, including a newer one of the same kind,
  *      untouched; the default stream cannot be destroyed (INVALID_ARGUMENT);
+ *      a stream handle that metrale_stream_wrap returned n times (one native
+ *      stream wrapped n times) dies at its n-th destroy, and the next
+ *      destroy is INVALID_ARGUMENT;
  *    - a destroyed context's value is INVALID_ARGUMENT in every function
  *      (metrale_context_backend answers METRALE_BACKEND_AUTO,
  *      metrale_default_stream NULL, metrale_has_module 0);
@@ -858,6 +861,57 @@ metrale_status_t metrale_alloc_report(metrale_context_t* ctx, size_t top_n, size
 metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count);
 
 /* ------------------------------------------------------------------ */
+/* Allocation tags                                                     */
+/* ------------------------------------------------------------------ */
+/* A tag is a label (a model's module name, a phase of a program) that each
+ * ledger entry carries besides its site: every device or managed
+ * allocation made on a thread gets that thread's current tag, the
+ * innermost one pushed and not yet popped, and keeps it until it is freed.
+ * Tags are per thread and process-wide (not per context: the code that
+ * sets one, a PyTorch forward hook, does not know which device's context
+ * the allocation lands on). Each distinct text is copied once into a
+ * process-wide table and kept for the life of the process: pointers to tag
+ * text returned here stay valid until exit. Reading the current tag costs
+ * an allocation one thread-local load. The quarantine's and the red-zone
+ * scan's first violation name the tag in the scan's message; a live
+ * violation's tag is metrale_allocation_tag(ctx, v.ptr). */
+
+/** The longest tag text, in bytes (NUL excluded). */
+#define METRALE_TAG_MAX_BYTES 256
+/** How many tags one thread may have pushed and not popped. */
+#define METRALE_TAG_MAX_DEPTH 256
+/** How many distinct tags one process may use. */
+#define METRALE_TAG_MAX_TAGS 65536
+
+/** Pushes `tag` (copied) as the calling thread's current tag, until the
+ *  matching metrale_tag_pop. INVALID_ARGUMENT, nothing pushed, for NULL,
+ *  empty text, text longer than METRALE_TAG_MAX_BYTES or with control bytes
+ *  (below 0x20, 0x7f), METRALE_TAG_MAX_DEPTH tags pushed on this thread
+ *  already, or a new text when the process holds METRALE_TAG_MAX_TAGS
+ *  distinct tags or 4 MiB of their text (rule 6: a loop of ever new names
+ *  cannot grow the table without bound). Thread-safe; affects only the
+ *  calling thread. */
+metrale_status_t metrale_tag_push(const char* tag);
+/** Pops the calling thread's innermost tag; the one below it (or none)
+ *  becomes current. INVALID_ARGUMENT when the thread has none pushed. */
+metrale_status_t metrale_tag_pop(void);
+/** The calling thread's current tag, NULL when none (valid until exit). */
+const char* metrale_tag_current(void);
+
+/** As metrale_alloc_report, grouped by tag instead of site: lines read
+ *  "<bytes> in <n> allocations tagged <tag>", untagged memory on a line
+ *  "... untagged"; same top_n, min_mib, size query, BUFFER_TOO_SMALL. */
+metrale_status_t metrale_alloc_report_by_tag(metrale_context_t* ctx, size_t top_n,
+                                             size_t min_mib, char* buf, size_t buflen,
+                                             size_t* needed);
+/** *tag = the tag the live allocation dptr was made under (NULL: none; the
+ *  text is valid until exit). NOT_FOUND when dptr is not a live ledger
+ *  allocation of ctx (interior pointers included); INVALID_ARGUMENT for
+ *  NULL ctx or tag. Thread-safe. */
+metrale_status_t metrale_allocation_tag(metrale_context_t* ctx, metrale_devptr_t dptr,
+                                        const char** tag);
+
+/* ------------------------------------------------------------------ */
 /* Red zones                                                           */
 /* ------------------------------------------------------------------ */
 
@@ -1152,6 +1206,34 @@ metrale_stream_t* metrale_default_stream(metrale_context_t* ctx);
 /** 1 when the stream is capturing, else 0. A failed query (bad ctx, driver
  *  error) counts as capturing and returns 1. */
 int metrale_stream_is_capturing(metrale_context_t* ctx, metrale_stream_t* stream);
+/** A stream handle for a stream this library did not create: `native` is a
+ *  CUstream / cudaStream_t of the device's primary context (PyTorch's
+ *  torch.cuda.current_stream().cuda_stream, CuPy's stream.ptr), so that
+ *  metrale_alloc_async / metrale_free_async, copies and launches can be
+ *  ordered on the stream a framework works on.
+ *  - cuda: native NULL is the legacy default stream (the NULL stream of the
+ *    CUDA runtime; CU_STREAM_LEGACY, which names the same stream, gives the
+ *    same handle), CU_STREAM_PER_THREAD is taken as is, and any other value
+ *    must be a live stream of this device's primary context
+ *    (cuStreamGetCtx, where the driver has it, is asked: INVALID_ARGUMENT
+ *    for a stream it refuses or one of another context; a value that is no
+ *    stream at all is the driver's undefined behaviour, as in the CUDA
+ *    runtime). The native stream stays its owner's: the library never
+ *    destroys it, and the owner keeps it alive until the handle is
+ *    destroyed.
+ *  - host: there are no native streams. NULL gets a stream of its own (as
+ *    metrale_stream_create would), standing for "the NULL stream" of code
+ *    written for CUDA; any other value is UNSUPPORTED.
+ *  Wrapping a native stream that is wrapped already returns the same handle
+ *  and counts one more metrale_stream_destroy before the handle dies
+ *  (rule 2), so independent users never retire it under each other; the
+ *  last destroy retires it as metrale_stream_destroy does (the pool's
+ *  blocks ordered on it pass to the default stream) without destroying the
+ *  native stream. Capturing on a wrapped stream works as on any stream.
+ *  Statuses: INVALID_ARGUMENT (NULL ctx/out, a refused native stream),
+ *  UNSUPPORTED (host, non-NULL), CONTEXT_LOST. Thread-safe. */
+metrale_status_t metrale_stream_wrap(metrale_context_t* ctx, void* native,
+                                     metrale_stream_t** out);
 
 #define METRALE_EVENT_DEFAULT 0u          /* with timing */
 #define METRALE_EVENT_DISABLE_TIMING 1u   /* cheaper; elapsed_ms refuses it */

@@ -20,6 +20,8 @@ clang_major=$(clang++ --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*
 clang_major=${clang_major:-14}
 ls /usr/lib/llvm-"$clang_major"/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
   need+=("libclang-rt-$clang_major-dev")
+# The Python package's tests (bindings/python) run under pytest.
+python3 -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
   sudo=""

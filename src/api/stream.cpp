@@ -35,3 +35,12 @@ METRALE_API int metrale_stream_is_capturing(metrale_context_t* ctx, metrale_stre
   guarded([&] { capturing = live(ctx)->stream_is_capturing(stream) ? 1 : 0; });
   return capturing;
 }
+
+METRALE_API metrale_status_t metrale_stream_wrap(metrale_context_t* ctx, void* native,
+                                                 metrale_stream_t** out) {
+  return guarded([&] {
+    metrale_context* c = live(ctx);
+    require(out, "out");
+    *out = c->stream_wrap(reinterpret_cast<uint64_t>(native));
+  });
+}

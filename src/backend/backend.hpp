@@ -143,6 +143,16 @@ class Backend {
 
   // --- streams and events ---------------------------------------------------
   virtual StreamHandle stream_create() = 0;  // non-blocking
+  // The handle to use for a stream this library did not create, named by
+  // its native value (a CUstream; 0 = the native API's NULL stream), for
+  // metrale_stream_wrap. *owned: core must stream_destroy the handle when
+  // the wrap ends (a stream the backend made to stand for the native one).
+  // Default: UNSUPPORTED.
+  virtual StreamHandle stream_wrap(uint64_t native, bool* owned) {
+    (void)native;
+    (void)owned;
+    fail(METRALE_ERROR_UNSUPPORTED, "this backend cannot wrap a native stream");
+  }
   virtual void stream_destroy(StreamHandle s) = 0;
   virtual void stream_synchronize(StreamHandle s) = 0;
   // Throws when the query itself fails (core then treats it as capturing).

@@ -127,7 +127,7 @@ void metrale_context::release_everything() noexcept {
     quietly([&] { backend_->event_destroy(e->handle); });
   }
   for (metrale::core::StreamObj* s : streams_.live()) {
-    if (s->is_default) continue;
+    if (s->is_default || !s->owns_backend) continue;  // a wrapped stream is the caller's
     quietly([&] { backend_->capture_abort(s->handle); });
     quietly([&] { backend_->stream_destroy(s->handle); });
   }

@@ -105,6 +105,10 @@ struct metrale_context {
   size_t slack_bytes() const { return ledger_.slack_bytes(); }
   void live_allocations(metrale_allocation_t* out, size_t cap, size_t* count) const;
   void alloc_report(size_t top_n, size_t min_mib, char* buf, size_t buflen, size_t* needed) const;
+  // Tags (tag_queries.cpp): the report grouped by tag, and one entry's tag.
+  void alloc_report_by_tag(size_t top_n, size_t min_mib, char* buf, size_t buflen,
+                           size_t* needed) const;
+  const char* allocation_tag(DevPtr ptr) const;
   // metrale_sweep_unreleased: CONTEXT_LOST once lost; destroy uses sweep().
   size_t sweep_unreleased() {
     fault_.check();
@@ -145,6 +149,10 @@ struct metrale_context {
 
   // --- streams, events, graphs (streams.cpp, events.cpp, graphs.cpp) ---
   metrale_stream* stream_create();
+  // metrale_stream_wrap (stream_wrap.cpp): the handle standing for a native
+  // stream; a second wrap of the same native value returns the same handle
+  // and counts one more stream_destroy before the handle dies.
+  metrale_stream* stream_wrap(uint64_t native);
   void stream_destroy(metrale_stream* s);
   void stream_synchronize(metrale_stream* s);
   // The default stream's handle value.
@@ -357,6 +365,19 @@ struct metrale_context {
   metrale::core::SlotTable<metrale::core::StreamObj> streams_{"stream"};
   metrale::core::SlotTable<metrale::core::EventObj> events_{"event"};
   metrale::core::SlotTable<metrale::core::GraphObj> graphs_{"graph"};
+  // Wrapped native streams (stream_wrap.cpp): native value -> handle and
+  // how many wraps are open. The mutex also covers the last unwrap's whole
+  // destroy, so a new wrap of the value never meets the old one's retire.
+  struct Wrap {
+    metrale_stream* handle;
+    uint64_t count;
+  };
+  std::mutex wraps_mutex_;
+  std::unordered_map<uint64_t, Wrap> wraps_;
+  // Under wraps_mutex_: drops one wrap of s; true when it was the last (the
+  // caller then destroys the handle). INVALID_ARGUMENT when s is no longer
+  // a live wrap (another thread's destroy ended it).
+  bool drop_wrap(metrale_stream* s, const metrale::core::StreamObj* st);
   metrale::core::StreamObj* default_stream_ = nullptr;  // the object
   metrale_stream* default_stream_id_ = nullptr;         // its handle value
 

@@ -20,6 +20,13 @@ struct StreamObj {
   metrale_context* owner = nullptr;
   backend::StreamHandle handle = 0;
   bool is_default = false;
+  // Made by metrale_stream_wrap around a native stream (native: its key in
+  // the context's wrap table).
+  // owns_backend false: the backend stream is the caller's and is never
+  // destroyed by this library (stream_wrap.cpp).
+  bool wrapped = false;
+  bool owns_backend = true;
+  uint64_t native = 0;
   // A capture begun through the API is open on it (counted in the
   // context's captures_open_ until it closes).
   std::atomic<bool> capture_counted{false};

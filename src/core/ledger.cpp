@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/tags.hpp"
+
 namespace metrale::core {
 
 Ledger::Ledger() { entries_.reserve(4096); }
@@ -39,12 +41,20 @@ uint32_t Ledger::site_id_by_text(const char* file, int line) {
 void Ledger::count_locked(const LedgerEntry& e, bool add) {
   Site& site = *site_at_[e.site];
   const uint64_t slack = e.reserved - e.bytes - e.pad;
+  // Grown only on add (a tag's first entry in this ledger); a remove finds
+  // its slot, which the add made.
+  if (add && e.tag >= tag_totals_.size()) tag_totals_.resize(size_t{e.tag} + 1);
+  TagTotal& tag = tag_totals_[e.tag];
   if (add) {
+    tag.bytes += e.bytes;
+    tag.count += 1;
     site.live_bytes += e.bytes;
     site.live_count += 1;
     live_bytes_ += e.bytes;
     slack_bytes_ += slack;
   } else {
+    tag.bytes -= e.bytes;
+    tag.count -= 1;
     site.live_bytes -= e.bytes;
     site.live_count -= 1;
     live_bytes_ -= e.bytes;
@@ -108,6 +118,7 @@ void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
 void Ledger::record_locked(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
   entry.order = next_order_++;
   entry.site = site_id_locked(file, line);
+  entry.tag = tags::current();
   count_locked(entry, true);
   if (entry.pad > 0) append_pad_locked(ptr, &entry);
   // One construction in place (operator[] built a default entry, then copied).
@@ -278,6 +289,28 @@ std::vector<SiteUsage> Ledger::sites_by_bytes() const {
   std::stable_sort(out.begin(), out.end(),
                    [](const SiteUsage& a, const SiteUsage& b) { return a.bytes > b.bytes; });
   return out;
+}
+
+std::vector<TagUsage> Ledger::tags_by_bytes() const {
+  std::vector<TagUsage> out;
+  {
+    std::lock_guard<FastMutex> lock(mutex_);
+    for (size_t i = 0; i < tag_totals_.size(); ++i) {
+      const TagTotal& t = tag_totals_[i];
+      if (t.count > 0) out.push_back({static_cast<uint32_t>(i), t.bytes, t.count});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const TagUsage& a, const TagUsage& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
+bool Ledger::tag_of(DevPtr ptr, uint32_t* tag) const {
+  std::lock_guard<FastMutex> lock(mutex_);
+  auto it = entries_.find(ptr);
+  if (it == entries_.end()) return false;
+  *tag = it->second.tag;
+  return true;
 }
 
 }  // namespace metrale::core

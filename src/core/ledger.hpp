@@ -36,6 +36,8 @@ struct LedgerEntry {
   uint32_t site = 0;
   metrale_alloc_kind_t kind = METRALE_ALLOC_DEVICE;
   uint32_t pad_slot = 0;  // index in the pad table (when pad > 0); the ledger sets it
+  // The allocating thread's tag (core/tags.hpp; 0 = none); set by record.
+  uint32_t tag = 0;
   // The caching pool's block behind a pooled allocation (nullptr: a driver
   // allocation). The ledger is the pool's only table of handed-out blocks.
   pool::Block* block = nullptr;
@@ -61,6 +63,12 @@ struct PadChanges {
 struct SiteUsage {
   const char* file;
   int line;
+  uint64_t bytes;
+  uint64_t count;
+};
+
+struct TagUsage {
+  uint32_t tag;  // 0: untagged
   uint64_t bytes;
   uint64_t count;
 };
@@ -128,6 +136,10 @@ class Ledger {
   std::vector<backend::Range> pads_with_seq(uint64_t lo, uint64_t hi) const;
   // Sites holding live memory, most bytes first.
   std::vector<SiteUsage> sites_by_bytes() const;
+  // Tags holding live memory (tag 0: untagged), most bytes first.
+  std::vector<TagUsage> tags_by_bytes() const;
+  // The tag of the live entry keyed by ptr; false when it is not live.
+  bool tag_of(DevPtr ptr, uint32_t* tag) const;
 
  private:
   struct Site {
@@ -182,6 +194,11 @@ class Ledger {
   bool pad_all_dirty_ = true;
   std::deque<Site> sites_;  // deque: a Site's file string never moves
   std::vector<Site*> site_at_;  // sites_[id] in one load (a deque index costs a division)
+  // Live bytes and count per tag id (index 0: untagged); grown on first use.
+  struct TagTotal {
+    uint64_t bytes = 0, count = 0;
+  };
+  std::vector<TagTotal> tag_totals_;
   std::unordered_map<SiteKey, uint32_t, SiteKeyHash> site_ids_;
   uint64_t next_order_ = 0;  // LedgerEntry::order of the next record
   size_t live_bytes_ = 0;

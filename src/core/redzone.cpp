@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/context.hpp"
+#include "core/tags.hpp"
 #include "core/format.hpp"
 
 using metrale::Error;
@@ -168,10 +169,16 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
   *count = found.size();
   if (!found.empty()) {
     const auto& v = found.front();
+    // Its tag (core/tags.hpp) when it is still live (a quarantined block is not).
+    metrale::core::LedgerEntry first;
+    const char* tag = ledger_.lookup_seq(v.ptr, v.seq, &first)
+                          ? metrale::core::tags::name(first.tag)
+                          : nullptr;
     fail(METRALE_ERROR_REDZONE_CORRUPTED,
          metrale::core::plural(found.size(), "red-zone pad") + " overwritten; first: " +
              metrale::core::hex(v.ptr) + " (" + std::to_string(v.bytes) + " bytes, seq " +
-             std::to_string(v.seq) + ") from " + metrale::core::site_text(v.file, v.line) +
+             std::to_string(v.seq) + (tag != nullptr ? ", tag " + std::string(tag) : "") +
+             ") from " + metrale::core::site_text(v.file, v.line) +
              ": " + std::to_string(v.bad_bytes) + " bad bytes, the first at offset " +
              std::to_string(v.first_bad_offset) + " past the end (expected " +
              byte_hex(v.expected) + ", found " + byte_hex(v.found) + ")");

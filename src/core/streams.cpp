@@ -55,6 +55,14 @@ void metrale_context::stream_destroy(metrale_stream* s) {
                                          "destroyed with it");
   }
   refuse_stream_destroy_in_own_work(st->handle);
+  // A wrapped stream dies with its last wrap; the lock is held through the
+  // whole destroy (stream_wrap.cpp).
+  std::unique_lock<std::mutex> wrap_lock;
+  if (st->wrapped) {
+    wrap_lock = std::unique_lock<std::mutex>(wraps_mutex_);
+    if (!drop_wrap(s, st)) return;
+  }
+  const bool owns_backend = st->owns_backend;
   StreamHandle h = 0;
   bool counted = false;
   if (!streams_.erase(value_of(s), [&](StreamObj& st) {
@@ -75,6 +83,7 @@ void metrale_context::stream_destroy(metrale_stream* s) {
       metrale::core::log().debug("pool: retiring stream failed: {}", ex.what());
     }
   }
+  if (!owns_backend) return;  // the native stream stays its owner's
   // A lost context still gives the handle back: destroy is a release, not work.
   try {
     backend_->stream_destroy(h);

@@ -62,6 +62,7 @@ class CudaBackend final : public Backend {
                      uint32_t* mismatches) override;
 
   StreamHandle stream_create() override;
+  StreamHandle stream_wrap(uint64_t native, bool* owned) override;
   void stream_destroy(StreamHandle s) override;
   void stream_synchronize(StreamHandle s) override;
   bool stream_is_capturing(StreamHandle s) override;

@@ -19,6 +19,39 @@ StreamHandle CudaBackend::stream_create() {
   return reinterpret_cast<StreamHandle>(stream);
 }
 
+// A stream of the CUDA runtime or of a framework (PyTorch passes its
+// current cudaStream_t to a pluggable allocator). 0, the NULL stream, is
+// the legacy default stream: it becomes CU_STREAM_LEGACY, which means the
+// same to every driver call and keeps core's handle 0 free (core uses 0 for
+// "the block's own stream"). The stream stays its owner's: never destroyed
+// here.
+StreamHandle CudaBackend::stream_wrap(uint64_t native, bool* owned) {
+  *owned = false;
+  if (native == 0) return reinterpret_cast<StreamHandle>(CU_STREAM_LEGACY);
+  if (native == reinterpret_cast<uint64_t>(CU_STREAM_LEGACY) ||
+      native == reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD)) {
+    return native;
+  }
+  if (api_.streamGetCtx != nullptr) {
+    make_current();
+    CUcontext owner = nullptr;
+    CUresult rc = api_.streamGetCtx(as_stream(native), &owner);
+    if (rc == CUDA_ERROR_INVALID_HANDLE || rc == CUDA_ERROR_INVALID_VALUE ||
+        rc == CUDA_ERROR_INVALID_CONTEXT) {
+      fail(METRALE_ERROR_INVALID_ARGUMENT,
+           "native stream " + std::to_string(native) + " is not a live CUDA stream (" +
+               "cuStreamGetCtx answered " + std::to_string(static_cast<int>(rc)) + ")");
+    }
+    check(rc, "cuStreamGetCtx");
+    if (owner != context_) {
+      fail(METRALE_ERROR_INVALID_ARGUMENT,
+           "native stream belongs to another CUDA context than this device's primary "
+           "context, which this library uses");
+    }
+  }
+  return native;
+}
+
 void CudaBackend::stream_destroy(StreamHandle s) {
   if (s == 0) return;
   make_current();

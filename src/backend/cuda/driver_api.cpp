@@ -53,6 +53,7 @@ METRALE_SAME_SIGNATURE(streamCreate, cuStreamCreate);
 METRALE_SAME_SIGNATURE(streamDestroy, cuStreamDestroy);
 METRALE_SAME_SIGNATURE(streamSynchronize, cuStreamSynchronize);
 METRALE_SAME_SIGNATURE(streamIsCapturing, cuStreamIsCapturing);
+METRALE_SAME_SIGNATURE(streamGetCtx, cuStreamGetCtx);
 METRALE_SAME_SIGNATURE(streamWaitEvent, cuStreamWaitEvent);
 METRALE_SAME_SIGNATURE(eventCreate, cuEventCreate);
 METRALE_SAME_SIGNATURE(eventDestroy, cuEventDestroy);
@@ -188,6 +189,8 @@ LoadResult load() {
   resolve(lib, "cuThreadExchangeStreamCaptureMode", &a.threadExchangeStreamCaptureMode);
   resolve(lib, "cuStreamGetCaptureInfo_v2", &a.streamGetCaptureInfo);
   resolve(lib, "cuUserObjectCreate", &a.userObjectCreate);
+  // Optional: without it metrale_stream_wrap cannot check a stream's context.
+  resolve(lib, "cuStreamGetCtx", &a.streamGetCtx);
   resolve(lib, "cuUserObjectRelease", &a.userObjectRelease);
   resolve(lib, "cuGraphRetainUserObject", &a.graphRetainUserObject);
   // The library handle is never closed: the table points into it for the

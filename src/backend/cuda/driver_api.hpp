@@ -61,6 +61,8 @@ struct DriverApi {
   CUresult(CUDAAPI* streamDestroy)(CUstream stream);
   CUresult(CUDAAPI* streamSynchronize)(CUstream stream);
   CUresult(CUDAAPI* streamIsCapturing)(CUstream stream, CUstreamCaptureStatus* status);
+  // Optional (nullptr when absent): which context a wrapped stream belongs to.
+  CUresult(CUDAAPI* streamGetCtx)(CUstream stream, CUcontext* ctx);
   CUresult(CUDAAPI* streamWaitEvent)(CUstream stream, CUevent event, unsigned int flags);
   CUresult(CUDAAPI* eventCreate)(CUevent* event, unsigned int flags);
   CUresult(CUDAAPI* eventDestroy)(CUevent event);

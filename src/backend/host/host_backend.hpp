@@ -60,6 +60,7 @@ class HostBackend final : public Backend {
                            std::vector<PadHit>* hits) override;
 
   StreamHandle stream_create() override;
+  StreamHandle stream_wrap(uint64_t native, bool* owned) override;
   void stream_destroy(StreamHandle s) override;
   void stream_synchronize(StreamHandle s) override;
   bool stream_is_capturing(StreamHandle s) override;

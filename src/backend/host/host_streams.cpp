@@ -14,6 +14,21 @@ StreamHandle HostBackend::stream_create() {
   return streams_.add(std::make_shared<HostStream>(this));
 }
 
+// The host has no native streams. Native 0 (the NULL stream of a CUDA
+// program) stands for "the default stream" and gets a stream of its own,
+// which core destroys when the wrap ends; any other value names nothing
+// here.
+StreamHandle HostBackend::stream_wrap(uint64_t native, bool* owned) {
+  if (native != 0) {
+    fail(METRALE_ERROR_UNSUPPORTED,
+         "host backend: native streams do not exist here; only native 0 (the NULL stream) "
+         "can be wrapped, as a stream of its own");
+  }
+  StreamHandle h = stream_create();
+  *owned = true;
+  return h;
+}
+
 // Allowed on a lost context. A capture still open on the stream is dropped
 // with it, as destroying a capturing CUDA stream invalidates the capture.
 void HostBackend::stream_destroy(StreamHandle s) { streams_.take(s); }

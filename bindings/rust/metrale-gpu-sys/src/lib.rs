@@ -103,6 +103,11 @@ pub struct metrale_redzone_violation_t {
 
 pub const METRALE_REDZONE_PATTERN: u8 = 0xA5;
 
+/// Bounds on allocation tags (metrale_tag_push).
+pub const METRALE_TAG_MAX_BYTES: usize = 256;
+pub const METRALE_TAG_MAX_DEPTH: usize = 256;
+pub const METRALE_TAG_MAX_TAGS: usize = 65536;
+
 /// The largest module file metrale_module_load_file reads (1 GiB).
 pub const METRALE_MODULE_FILE_MAX_BYTES: usize = 1073741824;
 /// The largest packed argument buffer for a kernel of unknown parameter layout.
@@ -548,6 +553,27 @@ extern "C" {
     ) -> metrale_status_t;
     pub fn metrale_default_stream(ctx: *mut metrale_context_t) -> *mut metrale_stream_t;
     pub fn metrale_stream_is_capturing(ctx: *mut metrale_context_t, stream: *mut metrale_stream_t) -> c_int;
+    pub fn metrale_stream_wrap(
+        ctx: *mut metrale_context_t,
+        native: *mut c_void,
+        out: *mut *mut metrale_stream_t,
+    ) -> metrale_status_t;
+    pub fn metrale_tag_push(tag: *const c_char) -> metrale_status_t;
+    pub fn metrale_tag_pop() -> metrale_status_t;
+    pub fn metrale_tag_current() -> *const c_char;
+    pub fn metrale_alloc_report_by_tag(
+        ctx: *mut metrale_context_t,
+        top_n: usize,
+        min_mib: usize,
+        buf: *mut c_char,
+        buflen: usize,
+        needed: *mut usize,
+    ) -> metrale_status_t;
+    pub fn metrale_allocation_tag(
+        ctx: *mut metrale_context_t,
+        dptr: metrale_devptr_t,
+        tag: *mut *const c_char,
+    ) -> metrale_status_t;
     pub fn metrale_event_create(
         ctx: *mut metrale_context_t,
         flags: c_uint,

@@ -1,0 +1,132 @@
+// The process-wide tag table and each thread's tag stack (see tags.hpp).
+#include "core/tags.hpp"
+
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/error.hpp"
+#include "metrale_gpu.h"
+
+namespace metrale::core::tags {
+
+static_assert(kMaxBytes == METRALE_TAG_MAX_BYTES && kMaxDepth == METRALE_TAG_MAX_DEPTH &&
+                  kMaxTags == METRALE_TAG_MAX_TAGS,
+              "tags.hpp and the header name the same bounds");
+
+namespace {
+
+constexpr size_t kNodeOverhead = 64;  // a map node and a deque slot, roughly
+
+struct Table {
+  std::mutex mutex;
+  std::deque<std::string> texts;  // id - 1 -> text; a deque: c_str() never moves
+  std::unordered_map<std::string_view, uint32_t> ids;  // views into texts
+  size_t bytes = 0;
+};
+
+Table& table() {
+  // Never destroyed: entries may be read from other threads' exit paths.
+  static Table* t = new Table;
+  return *t;
+}
+
+// The current tag apart from the stack, so current() is one plain load of
+// a trivially constructed thread-local (no guard, no constructor call).
+thread_local uint32_t t_current = 0;
+thread_local std::vector<uint32_t>* t_stack = nullptr;  // below t_current
+
+std::vector<uint32_t>& stack() {
+  // Freed at thread exit by this holder; the pointer itself stays trivial.
+  struct Holder {
+    std::vector<uint32_t> v;
+    ~Holder() { t_stack = nullptr; }
+  };
+  thread_local Holder holder;
+  t_stack = &holder.v;
+  return holder.v;
+}
+
+void check_text(const char* text) {
+  if (text == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, "tag is NULL");
+  size_t n = 0;
+  for (; n <= kMaxBytes && text[n] != '\0'; ++n) {
+    const unsigned char c = static_cast<unsigned char>(text[n]);
+    if (c < 0x20 || c == 0x7f) {
+      fail(METRALE_ERROR_INVALID_ARGUMENT,
+           "tag has a control byte at offset " + std::to_string(n) +
+               " (tags are printable text; they appear in reports and logs)");
+    }
+  }
+  if (n == 0) fail(METRALE_ERROR_INVALID_ARGUMENT, "tag is empty");
+  if (n > kMaxBytes) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "tag is longer than " + std::to_string(kMaxBytes) + " bytes");
+  }
+}
+
+uint32_t intern(const char* text) {
+  Table& t = table();
+  std::string_view view(text);
+  std::lock_guard<std::mutex> lock(t.mutex);
+  auto it = t.ids.find(view);
+  if (it != t.ids.end()) return it->second;
+  const size_t cost = view.size() + 1 + kNodeOverhead;
+  if (t.texts.size() >= kMaxTags || cost > kMaxTableBytes - t.bytes) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "too many distinct tags in this process (" + std::to_string(t.texts.size()) +
+             " tags, " + std::to_string(t.bytes) +
+             " bytes kept): tags are kept for the life of the process, so use a bounded set "
+             "of names (module names, phases), not per-step or per-object text");
+  }
+  t.texts.emplace_back(view);
+  const uint32_t id = static_cast<uint32_t>(t.texts.size());
+  t.ids.emplace(std::string_view(t.texts.back()), id);
+  t.bytes += cost;
+  return id;
+}
+
+}  // namespace
+
+uint32_t current() noexcept { return t_current; }
+
+void push(const char* text) {
+  check_text(text);
+  std::vector<uint32_t>& s = stack();
+  if (s.size() >= kMaxDepth) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "tag stack full: " + std::to_string(kMaxDepth) +
+             " tags pushed on this thread and not popped (is a metrale_tag_pop missing?)");
+  }
+  const uint32_t id = intern(text);
+  s.reserve(s.size() + 1);  // may throw bad_alloc: before anything changes
+  s.push_back(t_current);
+  t_current = id;
+}
+
+void pop() {
+  std::vector<uint32_t>& s = stack();
+  if (s.empty()) fail(METRALE_ERROR_INVALID_ARGUMENT, "no tag is pushed on this thread");
+  t_current = s.back();
+  s.pop_back();
+}
+
+size_t depth() noexcept { return t_stack != nullptr ? t_stack->size() : 0; }
+
+const char* name(uint32_t id) noexcept {
+  if (id == 0) return nullptr;
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  return id <= t.texts.size() ? t.texts[id - 1].c_str() : nullptr;
+}
+
+uint32_t find(std::string_view text) noexcept {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  auto it = t.ids.find(text);
+  return it != t.ids.end() ? it->second : 0;
+}
+
+}  // namespace metrale::core::tags
