@@ -54,8 +54,10 @@ mod error;
 mod graph;
 mod kernel;
 mod launch;
+mod layout;
 mod ledger;
 mod log;
+mod pack;
 mod pinned;
 mod shared;
 mod stream;
@@ -73,6 +75,7 @@ pub use ledger::{
 };
 pub use log::{clear_log_callback, set_log_callback, set_log_level, Level};
 pub use metrale_gpu_sys as sys;
+pub use pack::{PackedArgs, Param};
 pub use pinned::PinnedHostBuffer;
 pub use stream::{Event, Stream};
 
