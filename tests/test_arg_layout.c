@@ -63,6 +63,18 @@ static const size_t SIX_ALIGNS[] = {alignof(char),      alignof(double), alignof
 static const size_t S_SIZES[] = {sizeof(uint8_t), sizeof(sv_t), sizeof(uint64_t*)};
 static const size_t S_ALIGNS[] = {alignof(uint8_t), alignof(sv_t), alignof(uint64_t*)};
 
+/* Where the C compiler puts each parameter: what a caller packs by, and
+ * what nvcc gives the device kernels. */
+static const size_t A_OFFSETS[] = {offsetof(struct mirror_a, a), offsetof(struct mirror_a, b),
+                                   offsetof(struct mirror_a, c), offsetof(struct mirror_a, out)};
+static const size_t SIX_OFFSETS[] = {
+    offsetof(struct mirror_six, a), offsetof(struct mirror_six, b), offsetof(struct mirror_six, c),
+    offsetof(struct mirror_six, d), offsetof(struct mirror_six, e), offsetof(struct mirror_six, f),
+    offsetof(struct mirror_six, out)};
+static const size_t S_OFFSETS[] = {offsetof(struct mirror_struct, tag),
+                                   offsetof(struct mirror_struct, s),
+                                   offsetof(struct mirror_struct, out)};
+
 static uint64_t float_bits(float f) {
   uint32_t b;
   memcpy(&b, &f, 4);
@@ -127,12 +139,11 @@ static metrale_context_t* open_layout(void) {
   return ctx;
 }
 
-/* Packs values[i] (sizes[i] bytes) by the rule into buf; returns args_bytes
- * and fills offsets. */
-static size_t pack(unsigned char* buf, size_t cap, const size_t* sizes, const size_t* aligns,
-                   size_t n, const void* const* values, size_t* offsets) {
-  size_t bytes = 0;
-  MT_OK(metrale_param_layout(sizes, aligns, n, offsets, &bytes));
+/* Packs values[i] (sizes[i] bytes) at offsets[i] into buf; returns
+ * args_bytes, the end of the last. */
+static size_t pack(unsigned char* buf, size_t cap, const size_t* sizes, const size_t* offsets,
+                   size_t n, const void* const* values) {
+  const size_t bytes = offsets[n - 1] + sizes[n - 1];
   assert_true(bytes <= cap);
   memset(buf, 0xCD, cap); /* padding holds junk, as a caller's might */
   for (size_t i = 0; i < n; ++i) memcpy(buf + offsets[i], values[i], sizes[i]);
@@ -155,14 +166,14 @@ static void expect_out(const uint64_t* got, const uint64_t* want, size_t n, cons
 }
 
 /* Launches kernel `name` three ways (packed with the layout, packed without
- * it, params array) and checks what it received each time. */
+ * it, params array), packed where the C compiler puts each parameter, and
+ * checks what the kernel received each time. */
 static void launch_three_ways(metrale_context_t* ctx, const char* name, const size_t* sizes,
-                              const size_t* aligns, size_t n, const void* const* values,
+                              const size_t* offsets, size_t n, const void* const* values,
                               metrale_devptr_t out, const uint64_t* want, size_t nwant) {
   metrale_kernel_t* k = mt_kernel(ctx, name);
   unsigned char buf[128];
-  size_t offsets[8];
-  const size_t bytes = pack(buf, sizeof buf, sizes, aligns, n, values, offsets);
+  const size_t bytes = pack(buf, sizeof buf, sizes, offsets, n, values);
   const uint64_t zero[NOUT] = {0};
 
   MT_OK(metrale_copy_h2d(ctx, zero, sizeof zero, out));
@@ -241,7 +252,7 @@ static void u8_u16x2_u64_reaches_the_kernel(void** state) {
   const uint64_t c = 0x0102030405060708ull;
   const void* values[] = {&a, &b, &c, &out};
   const uint64_t want[] = {0xAB, 0x1234, 0xBEEF, 0x0102030405060708ull};
-  launch_three_ways(ctx, "layout_u8_u16x2_u64", A_SIZES, A_ALIGNS, 4, values, out, want, 4);
+  launch_three_ways(ctx, "layout_u8_u16x2_u64", A_SIZES, A_OFFSETS, 4, values, out, want, 4);
   MT_OK(metrale_free(ctx, out));
   mt_close(ctx);
 }
@@ -264,7 +275,7 @@ static void six_scalars_reach_the_kernel(void** state) {
                            0x1122334455667788ull,
                            (uint64_t)e,
                            float_bits(f)};
-  launch_three_ways(ctx, "layout_six", SIX_SIZES, SIX_ALIGNS, 7, values, out, want, 6);
+  launch_three_ways(ctx, "layout_six", SIX_SIZES, SIX_OFFSETS, 7, values, out, want, 6);
   MT_OK(metrale_free(ctx, out));
   mt_close(ctx);
 }
@@ -278,7 +289,7 @@ static void struct_by_value_reaches_the_kernel(void** state) {
   const sv_t s = {0xCAFE, {0x11, 0x22}, -0.75f};
   const void* values[] = {&tag, &s, &out};
   const uint64_t want[] = {0x7E, 0xCAFE, 0x11, 0x22, float_bits(-0.75f)};
-  launch_three_ways(ctx, "layout_struct", S_SIZES, S_ALIGNS, 3, values, out, want, 5);
+  launch_three_ways(ctx, "layout_struct", S_SIZES, S_OFFSETS, 3, values, out, want, 5);
   MT_OK(metrale_free(ctx, out));
   mt_close(ctx);
 }
@@ -438,8 +449,8 @@ static void unknown_layout_takes_the_caller_s(void** state) {
   const uint64_t fake_out = 0;
   const void* values[] = {&a, &b, &c, &fake_out};
   unsigned char buf[32];
-  size_t off[4];
-  const size_t bytes = pack(buf, sizeof buf, A_SIZES, A_ALIGNS, 4, values, off);
+  const size_t* off = A_OFFSETS;
+  const size_t bytes = pack(buf, sizeof buf, A_SIZES, off, 4, values);
   MT_OK(metrale_launch_packed_layout(ctx, k, ONE, ONE, 0, NULL, buf, bytes, off, A_SIZES, 4));
   MT_OK(metrale_stream_synchronize(ctx, NULL));
   assert_int_equal(seen[0], 9);
