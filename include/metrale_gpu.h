@@ -1153,7 +1153,8 @@ metrale_status_t metrale_param_layout(const size_t* sizes, const size_t* aligns,
 /** As metrale_module_register_host_params with each parameter's alignment
  *  (alignof its type): the parameters are laid out by the packing rule, as
  *  nvcc lays out the same kernel, so a buffer packed for the GPU kernel is
- *  unpacked right for the host one. nparams 0: both arrays may be NULL.
+ *  unpacked right for the host one. nparams 0: both arrays may be NULL;
+ *  they are read during the call only.
  *  INVALID_ARGUMENT as metrale_module_register_host_params, and for sizes
  *  and alignments metrale_param_layout refuses (the message names the
  *  kernel and the parameter); UNSUPPORTED on the cuda backend. */
@@ -1183,9 +1184,9 @@ metrale_status_t metrale_kernel_param_layout(metrale_context_t* ctx, metrale_ker
  *  offset or of another size, is INVALID_ARGUMENT, the message naming the
  *  parameter's index, the kernel's offset and size and the caller's. Where
  *  it is unknown, the caller's layout stands and the buffer goes as it is.
- *  Refused: nothing launched, nothing counted or traced. Other statuses and
- *  the rest as metrale_launch_packed. The Rust and Go bindings launch
- *  through this call. */
+ *  Refused: nothing launched, nothing counted or traced. The arrays are
+ *  read during the call only. Other statuses, thread safety and the rest as
+ *  metrale_launch_packed. The Rust and Go bindings launch through this call. */
 metrale_status_t metrale_launch_packed_layout(metrale_context_t* ctx, metrale_kernel_t* kernel,
                                               metrale_dim3_t grid, metrale_dim3_t block,
                                               uint32_t shared_bytes, metrale_stream_t* stream,

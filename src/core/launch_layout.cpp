@@ -16,13 +16,14 @@ void metrale_context::launch_packed_layout(metrale_kernel* k, metrale_dim3_t gri
                                            const size_t* sizes, size_t nparams) {
   fault_.check();
   const metrale::core::KernelObj* kern = kernel_of(k);
-  metrale::core::check_caller_layout(offsets, sizes, nparams, args_bytes);
-  // Without the kernel's layout (a host kernel registered without sizes, a
-  // driver without cuFuncGetParamInfo) the caller's layout is all there is:
-  // it held together above, and the buffer goes as it is.
+  // The kernel's layout first where known: its count is checked before the
+  // caller's arrays are read. Without it (a host kernel registered without
+  // sizes, a driver without cuFuncGetParamInfo) the caller's layout is all
+  // there is: it must hold together, and the buffer goes as it is.
   if (kern->layout_known) {
     metrale::core::check_matches_kernel(kern->name, kern->params, offsets, sizes, nparams);
   }
+  metrale::core::check_caller_layout(offsets, sizes, nparams, args_bytes);
   launch_common(k, grid, block, shared, s, nullptr, args, args_bytes, true);
 }
 
