@@ -465,6 +465,20 @@ static void unknown_layout_takes_the_caller_s(void** state) {
   MT_STATUS(metrale_launch_packed_layout(ctx, k, ONE, ONE, 0, NULL, buf, 32, off, A_SIZES, 4),
             METRALE_ERROR_INVALID_ARGUMENT);
   MT_MESSAGE_HAS("end at 24 but args_bytes is 32");
+  const size_t past[] = {0, 2, 8, 20}, wrap[] = {0, 2, 8, SIZE_MAX - 3};
+  MT_STATUS(metrale_launch_packed_layout(ctx, k, ONE, ONE, 0, NULL, buf, 24, past, A_SIZES, 4),
+            METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("ends past args_bytes 24");
+  MT_STATUS(metrale_launch_packed_layout(ctx, k, ONE, ONE, 0, NULL, buf, 24, wrap, A_SIZES, 4),
+            METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("parameter 3");
+  const size_t zero_sizes[] = {1, 0, 8, 8};
+  MT_STATUS(metrale_launch_packed_layout(ctx, k, ONE, ONE, 0, NULL, buf, 24, off, zero_sizes, 4),
+            METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("parameter 1 has size 0");
+  /* A layout that holds together launches as it is. */
+  MT_OK(metrale_launch_packed_layout(ctx, k, ONE, ONE, 0, NULL, buf, 24, off, A_SIZES, 4));
+  MT_OK(metrale_stream_synchronize(ctx, NULL));
   mt_close(ctx);
 }
 
@@ -569,7 +583,12 @@ static void bad_layouts_are_refused(void** state) {
             METRALE_ERROR_INVALID_ARGUMENT);
   MT_STATUS(metrale_launch_packed_layout(ctx, k, ONE, ONE, 0, NULL, buf, 24, past, A_SIZES, 4),
             METRALE_ERROR_INVALID_ARGUMENT);
-  MT_MESSAGE_HAS("ends past args_bytes 24");
+  MT_MESSAGE_HAS("parameter 3");
+  /* The kernel's offsets, but a buffer longer than its parameters. */
+  unsigned char longer[32] = {0};
+  MT_STATUS(metrale_launch_packed_layout(ctx, k, ONE, ONE, 0, NULL, longer, 32, ok_off, A_SIZES, 4),
+            METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("end at 24 but args_bytes is 32");
   MT_STATUS(metrale_launch_packed_layout(ctx, k, ONE, ONE, 0, NULL, buf, 24, wrap, A_SIZES, 4),
             METRALE_ERROR_INVALID_ARGUMENT);
   MT_STATUS(metrale_launch_packed_layout(ctx, k, ONE, ONE, 0, NULL, NULL, 24, ok_off, A_SIZES, 4),
