@@ -1111,7 +1111,8 @@ metrale_status_t metrale_launch(metrale_context_t* ctx, metrale_kernel_t* kernel
  *  is unknown (the driver's classic 4 KiB limit on kernel parameters). */
 #define METRALE_PACKED_ARGS_MAX_BYTES 4096
 /** As metrale_launch with every argument packed in one buffer, laid out as
- *  the kernel's parameters are. Where the kernel's parameter layout is known
+ *  the kernel's parameters are (the packing rule below; to have each
+ *  parameter's offset checked, use metrale_launch_packed_layout). Where the kernel's parameter layout is known
  *  (the driver's cuFuncGetParamInfo, or sizes given at host registration),
  *  args_bytes must equal it: else INVALID_ARGUMENT, nothing launched. Where
  *  it is unknown, args_bytes above METRALE_PACKED_ARGS_MAX_BYTES is

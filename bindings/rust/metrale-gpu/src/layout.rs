@@ -18,7 +18,13 @@ impl Context {
     /// to [`Context::register_host_kernel`], which infers each alignment from
     /// the size and is wrong for arrays and structs (`[u16; 2]` aligns to 2,
     /// not 4): a launch then fails with InvalidArgument instead.
-    pub fn register_host_kernel_layout(&self, module: &str, func: &str, f: HostKernelFn, params: &[Param]) -> Result<Module> {
+    pub fn register_host_kernel_layout(
+        &self,
+        module: &str,
+        func: &str,
+        f: HostKernelFn,
+        params: &[Param],
+    ) -> Result<Module> {
         // SAFETY: a NULL user pointer is never dereferenced by the library.
         unsafe { self.register_host_kernel_layout_with_user(module, func, f, std::ptr::null_mut(), params) }
     }

@@ -35,7 +35,10 @@ unsafe fn out_of(call: *const sys::metrale_host_kernel_call_t, index: usize, n: 
     std::slice::from_raw_parts_mut(p as *mut u64, n)
 }
 
-unsafe extern "C" fn u8_u16x2_u64(call: *const sys::metrale_host_kernel_call_t, _: *mut c_void) -> sys::metrale_status_t {
+unsafe extern "C" fn u8_u16x2_u64(
+    call: *const sys::metrale_host_kernel_call_t,
+    _: *mut c_void,
+) -> sys::metrale_status_t {
     let out = out_of(call, 3, 4);
     let b: U16x2 = host_kernel_param(call, 1);
     out[0] = host_kernel_param::<u8>(call, 0) as u64;
@@ -90,8 +93,13 @@ fn context() -> Context {
             ptr,
         ];
         ctx.register_host_kernel_layout("test_kernels", "layout_six", six, &six_params).unwrap();
-        ctx.register_host_kernel_layout("test_kernels", "layout_struct", by_value, &[Param::of::<u8>(), Param::of::<Sv>(), ptr])
-            .unwrap();
+        ctx.register_host_kernel_layout(
+            "test_kernels",
+            "layout_struct",
+            by_value,
+            &[Param::of::<u8>(), Param::of::<Sv>(), ptr],
+        )
+        .unwrap();
     } else {
         let path = std::env::var("METRALE_TEST_KERNELS").unwrap_or_default();
         assert!(!path.is_empty(), "METRALE_TEST_KERNELS must name test_kernels.fatbin on {:?}", ctx.backend());
