@@ -223,6 +223,9 @@
  *      refuses args_bytes above METRALE_PACKED_ARGS_MAX_BYTES (4096, the
  *      driver's classic parameter limit) with INVALID_ARGUMENT; where the
  *      layout is known args_bytes must match it exactly.
+ *    - Parameter layouts (metrale_param_layout, metrale_module_register_host_layout,
+ *      metrale_launch_packed_layout) take sizes of 1..4096 bytes only, and
+ *      alignments and offsets are checked before any is used.
  *    - metrale_alloc_report's min_mib is compared without overflow: a min_mib
  *      whose MiB exceed 2^64 bytes selects no site (the total line remains).
  *    - Failed kernel lookups keep their names in the kernel audit only within
@@ -555,6 +558,9 @@ typedef struct metrale_context_options {
 /** The enumerator's name ("METRALE_ERROR_NOT_FOUND"); "METRALE_UNKNOWN_STATUS"
  *  for a value outside the enum. Never NULL; static storage. */
 const char* metrale_status_name(metrale_status_t status);
+/** The enumerator's name ("METRALE_BACKEND_HOST"); "METRALE_UNKNOWN_BACKEND"
+ *  for a value outside the enum. Never NULL; static storage; thread-safe. */
+const char* metrale_backend_name(metrale_backend_t backend);
 
 /** The message of the last failed call on this thread; "" when none failed.
  *  Never NULL; valid until the next call of this library on this thread. */
@@ -1146,7 +1152,10 @@ metrale_status_t metrale_module_register_host(metrale_context_t* ctx, const char
 /** As metrale_module_register_host, with the kernel's parameter sizes: the
  *  values are copied at launch (as on a GPU), packed buffers are checked
  *  against them and unpacked (each parameter aligned to the largest power of
- *  two dividing its size, at most 8), and the launch trace shows them. */
+ *  two dividing its size, at most 8), and the launch trace shows them.
+ *  That alignment is right for scalars and pointers; an array or a struct
+ *  may be less aligned (uint16_t[2]: 2, not 4): give its alignment with
+ *  metrale_module_register_host_layout (the packing rule, below). */
 metrale_status_t metrale_module_register_host_params(metrale_context_t* ctx, const char* module,
                                                      const char* func, metrale_host_kernel_fn fn,
                                                      void* user, const size_t* param_sizes,
@@ -1171,7 +1180,8 @@ metrale_status_t metrale_launch(metrale_context_t* ctx, metrale_kernel_t* kernel
  *  is unknown (the driver's classic 4 KiB limit on kernel parameters). */
 #define METRALE_PACKED_ARGS_MAX_BYTES 4096
 /** As metrale_launch with every argument packed in one buffer, laid out as
- *  the kernel's parameters are. Where the kernel's parameter layout is known
+ *  the kernel's parameters are (the packing rule below; to have each
+ *  parameter's offset checked, use metrale_launch_packed_layout). Where the kernel's parameter layout is known
  *  (the driver's cuFuncGetParamInfo, or sizes given at host registration),
  *  args_bytes must equal it: else INVALID_ARGUMENT, nothing launched. Where
  *  it is unknown, args_bytes above METRALE_PACKED_ARGS_MAX_BYTES is
@@ -1180,6 +1190,79 @@ metrale_status_t metrale_launch_packed(metrale_context_t* ctx, metrale_kernel_t*
                                        metrale_dim3_t grid, metrale_dim3_t block,
                                        uint32_t shared_bytes, metrale_stream_t* stream,
                                        const void* args, size_t args_bytes);
+
+/* ------------------------------------------------------------------ */
+/* Kernel parameter layout: the packing rule                            */
+/* ------------------------------------------------------------------ */
+/* One rule lays out a packed argument buffer, on both backends and in the
+ * Rust and Go bindings (which point here): the parameters in order, each at
+ * the first offset at or past the end of the one before that is a multiple
+ * of its natural C alignment (alignof; Rust align_of, Go reflect's Align),
+ * and nothing after the last. An array aligns like its element, a struct
+ * like its most aligned member. It is the layout a C compiler gives a struct
+ * with one member per parameter (less its tail padding), and the one nvcc
+ * gives a kernel's parameters: the driver reports it (cuFuncGetParamInfo).
+ *   (uint8_t, uint16_t[2], uint64_t)               offsets 0, 2, 8; 16 bytes
+ *   (char, double, short, void*, long long, float) 0, 8, 16, 24, 32, 40; 44 bytes
+ *   (uint8_t, struct { uint16_t a; uint8_t b[2]; float c; }, void*)
+ *                                                  0, 4, 16; 24 bytes
+ * (CUDA takes an array parameter inside a struct; the layout is the same.)
+ * A parameter's size is 1..4096 bytes and its alignment a power of two
+ * dividing the size, as sizeof and alignof always are. */
+
+/** Lays out nparams parameters by the packing rule: offsets[i] gets the
+ *  offset of parameter i (sizes[i] bytes, aligned to aligns[i]), and
+ *  *args_bytes (may be NULL) the end of the last one, the args_bytes of a
+ *  packed launch (0 for no parameters; the arrays may then be NULL).
+ *  INVALID_ARGUMENT, nothing written, for a NULL array, a size outside
+ *  1..4096 or an alignment that is not a power of two dividing its size;
+ *  the message names the parameter. No context; thread-safe. */
+metrale_status_t metrale_param_layout(const size_t* sizes, const size_t* aligns, size_t nparams,
+                                      size_t* offsets, size_t* args_bytes);
+
+/** As metrale_module_register_host_params with each parameter's alignment
+ *  (alignof its type): the parameters are laid out by the packing rule, as
+ *  nvcc lays out the same kernel, so a buffer packed for the GPU kernel is
+ *  unpacked right for the host one. nparams 0: both arrays may be NULL;
+ *  they are read during the call only.
+ *  INVALID_ARGUMENT as metrale_module_register_host_params, and for sizes
+ *  and alignments metrale_param_layout refuses (the message names the
+ *  kernel and the parameter); UNSUPPORTED on the cuda backend. */
+metrale_status_t metrale_module_register_host_layout(metrale_context_t* ctx, const char* module,
+                                                     const char* func, metrale_host_kernel_fn fn,
+                                                     void* user, const size_t* param_sizes,
+                                                     const size_t* param_aligns, size_t nparams);
+
+/** The kernel's parameter layout as the library knows it: offsets[i] and
+ *  sizes[i] for the first cap parameters, *count the number it takes. Size
+ *  query and BUFFER_TOO_SMALL as metrale_live_allocations (offsets and sizes
+ *  may be NULL when cap is 0). UNSUPPORTED when the layout is unknown: a host
+ *  kernel registered with metrale_module_register_host (no sizes), or a CUDA
+ *  driver older than 12.4 (no cuFuncGetParamInfo). INVALID_ARGUMENT for a
+ *  bad kernel, NOT_FOUND for one of an unloaded module. Host-side: answers
+ *  on a lost context. Thread-safe. */
+metrale_status_t metrale_kernel_param_layout(metrale_context_t* ctx, metrale_kernel_t* kernel,
+                                             size_t* offsets, size_t* sizes, size_t cap,
+                                             size_t* count);
+
+/** As metrale_launch_packed, saying where the caller put each parameter:
+ *  offsets[i] and sizes[i] for nparams parameters (the arrays may be NULL
+ *  when nparams is 0). The layout must hold together: sizes 1..4096, each
+ *  parameter at or past the end of the one before, the last ending at
+ *  args_bytes. Where the kernel's layout is known (metrale_kernel_param_layout),
+ *  the caller's must equal it: a different count, or a parameter at another
+ *  offset or of another size, is INVALID_ARGUMENT, the message naming the
+ *  parameter's index, the kernel's offset and size and the caller's. Where
+ *  it is unknown, the caller's layout stands and the buffer goes as it is.
+ *  Refused: nothing launched, nothing counted or traced. The arrays are
+ *  read during the call only. Other statuses, thread safety and the rest as
+ *  metrale_launch_packed. The Rust and Go bindings launch through this call. */
+metrale_status_t metrale_launch_packed_layout(metrale_context_t* ctx, metrale_kernel_t* kernel,
+                                              metrale_dim3_t grid, metrale_dim3_t block,
+                                              uint32_t shared_bytes, metrale_stream_t* stream,
+                                              const void* args, size_t args_bytes,
+                                              const size_t* offsets, const size_t* sizes,
+                                              size_t nparams);
 
 /* ------------------------------------------------------------------ */
 /* Streams and events                                                  */

@@ -6,8 +6,6 @@ package metrale
 import "C"
 
 import (
-	"encoding/binary"
-	"math"
 	"sync"
 	"unsafe"
 )
@@ -146,75 +144,10 @@ type LaunchConfig struct {
 	Stream      *Stream // nil: the default stream
 }
 
-// PackArgs lays arguments out as a kernel's parameter list: each at its own
-// alignment. Accepted: the fixed-size integer and float types, int, uint,
-// uintptr (8 bytes), DevPtr and *Buffer (its device pointer, 8 bytes).
-func PackArgs(args ...interface{}) ([]byte, error) {
-	// A nil or closed *Buffer is refused before any layout is done.
-	for i, a := range args {
-		if b, ok := a.(*Buffer); ok && b.Ptr() == 0 {
-			return nil, argError("argument %d: a nil or closed buffer", i)
-		}
-	}
-	out := make([]byte, 0, 8*len(args))
-	put := func(size int, v uint64) {
-		for len(out)%size != 0 {
-			out = append(out, 0)
-		}
-		var w [8]byte
-		binary.LittleEndian.PutUint64(w[:], v)
-		out = append(out, w[:size]...)
-	}
-	for i, a := range args {
-		switch v := a.(type) {
-		case uint8:
-			put(1, uint64(v))
-		case int8:
-			put(1, uint64(uint8(v)))
-		case uint16:
-			put(2, uint64(v))
-		case int16:
-			put(2, uint64(uint16(v)))
-		case uint32:
-			put(4, uint64(v))
-		case int32:
-			put(4, uint64(uint32(v)))
-		case float32:
-			put(4, uint64(math.Float32bits(v)))
-		case uint64:
-			put(8, v)
-		case int64:
-			put(8, uint64(v))
-		case int:
-			put(8, uint64(v))
-		case uint:
-			put(8, uint64(v))
-		case uintptr:
-			put(8, uint64(v))
-		case float64:
-			put(8, math.Float64bits(v))
-		case DevPtr:
-			put(8, uint64(v))
-		case *Buffer:
-			p := v.Ptr()
-			if v == nil || p == 0 {
-				return nil, argError("argument %d: a nil or closed buffer", i)
-			}
-			put(8, uint64(p))
-		default:
-			return nil, argError("argument %d: unsupported type %T", i, a)
-		}
-	}
-	return out, nil
-}
-
-// Launch packs args (see PackArgs) and launches the kernel. While the
-// stream captures, the graph keeps the *Buffer arguments reachable.
+// Launch packs args (see Pack) and launches the kernel with their layout,
+// which the library checks against the kernel's (see LaunchPackedLayout).
 func (k *Kernel) Launch(cfg LaunchConfig, args ...interface{}) error {
-	if k == nil {
-		return closedError("a nil kernel")
-	}
-	packed, err := PackArgs(args...)
+	packed, err := Pack(args...)
 	if err != nil {
 		return err
 	}
@@ -224,7 +157,7 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...interface{}) error {
 			bufs = append(bufs, b)
 		}
 	}
-	return k.launch(cfg, packed, bufs)
+	return k.launchLayout(cfg, packed, bufs)
 }
 
 // LaunchPacked launches with an argument buffer already laid out; the

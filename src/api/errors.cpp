@@ -40,6 +40,15 @@ METRALE_API const char* metrale_status_name(metrale_status_t status) {
   return "METRALE_UNKNOWN_STATUS";
 }
 
+METRALE_API const char* metrale_backend_name(metrale_backend_t backend) {
+  switch (metrale::core::raw_enum(backend)) {
+    case METRALE_BACKEND_AUTO: return "METRALE_BACKEND_AUTO";
+    case METRALE_BACKEND_CUDA: return "METRALE_BACKEND_CUDA";
+    case METRALE_BACKEND_HOST: return "METRALE_BACKEND_HOST";
+  }
+  return "METRALE_UNKNOWN_BACKEND";
+}
+
 METRALE_API const char* metrale_last_error_message(void) {
   return metrale::api::t_message.c_str();
 }

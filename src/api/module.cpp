@@ -65,7 +65,7 @@ METRALE_API metrale_status_t metrale_module_register_host(metrale_context_t* ctx
     require(module, "module");
     require(func, "func");
     require(reinterpret_cast<const void*>(fn), "fn");
-    c->register_host(module, func, fn, user, nullptr, 0);
+    c->register_host(module, func, fn, user, nullptr, nullptr, 0);
   });
 }
 
@@ -86,6 +86,7 @@ METRALE_API metrale_status_t metrale_module_register_host_params(
     }
     // A kernel without parameters still has a known (empty) layout.
     static const size_t kNoParams[1] = {0};
-    c->register_host(module, func, fn, user, nparams > 0 ? param_sizes : kNoParams, nparams);
+    c->register_host(module, func, fn, user, nparams > 0 ? param_sizes : kNoParams, nullptr,
+                     nparams);
   });
 }

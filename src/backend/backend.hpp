@@ -187,11 +187,12 @@ class Backend {
   // NOT_FOUND when the module has no such function.
   virtual FuncHandle module_function(ModuleHandle m, const char* name) = 0;
   // Host backend only (UNSUPPORTED elsewhere): adds fn to module `m`, making
-  // the module first when m is 0; returns the module. params == nullptr
-  // means the parameter sizes are unknown.
+  // the module first when m is 0; returns the module. layout holds each
+  // parameter's offset and size, laid out by core (the packing rule);
+  // layout == nullptr means the parameters are unknown.
   virtual ModuleHandle host_module_add(ModuleHandle m, const char* name,
                                        metrale_host_kernel_fn fn, void* user,
-                                       const size_t* param_sizes, size_t nparams) = 0;
+                                       const ParamInfo* layout, size_t nparams) = 0;
   // The kernel's parameter layout; false when the backend cannot tell.
   virtual bool function_params(FuncHandle f, std::vector<ParamInfo>* out) = 0;
   virtual void launch(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,

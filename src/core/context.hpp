@@ -140,12 +140,23 @@ struct metrale_context {
   void module_unload(const char* name);
   bool has_module(const char* name) const;
   metrale_kernel* kernel_get(const char* module, const char* func, const char* file, int line);
+  // param_sizes == nullptr: the parameters are unknown; param_aligns ==
+  // nullptr: each alignment is inferred from the size (the sizes-only call).
   void register_host(const char* module, const char* func, metrale_host_kernel_fn fn,
-                     void* user, const size_t* param_sizes, size_t nparams);
+                     void* user, const size_t* param_sizes, const size_t* param_aligns,
+                     size_t nparams);
   void launch(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block, uint32_t shared,
               metrale_stream* s, void** params);
   void launch_packed(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
                      uint32_t shared, metrale_stream* s, const void* args, size_t args_bytes);
+  // The packing rule's checks (launch_layout.cpp): a packed launch with the
+  // caller's offsets and sizes, and the kernel's own layout as known.
+  void launch_packed_layout(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
+                            uint32_t shared, metrale_stream* s, const void* args,
+                            size_t args_bytes, const size_t* offsets, const size_t* sizes,
+                            size_t nparams);
+  void kernel_param_layout(metrale_kernel* k, size_t* offsets, size_t* sizes, size_t cap,
+                           size_t* count);
 
   // --- streams, events, graphs (streams.cpp, events.cpp, graphs.cpp) ---
   metrale_stream* stream_create();

@@ -3,6 +3,7 @@
 
 #include "core/context.hpp"
 #include "core/module_file.hpp"
+#include "core/param_layout.hpp"
 
 using metrale::Error;
 using metrale::fail;
@@ -49,7 +50,32 @@ metrale_kernel* metrale_context::kernel_get(const char* module, const char* func
 
 void metrale_context::register_host(const char* module, const char* func,
                                     metrale_host_kernel_fn fn, void* user,
-                                    const size_t* param_sizes, size_t nparams) {
+                                    const size_t* param_sizes, const size_t* param_aligns,
+                                    size_t nparams) {
   fault_.check();
-  device([&] { modules_->register_host(module, func, fn, user, param_sizes, nparams); });
+  // The layout is made here, by the one packing rule, for any backend; the
+  // host backend only stores it.
+  std::vector<metrale::backend::ParamInfo> layout;
+  if (param_sizes != nullptr) {
+    std::vector<size_t> inferred;
+    if (param_aligns == nullptr) {
+      inferred.resize(nparams);
+      for (size_t i = 0; i < nparams; ++i) {
+        inferred[i] = metrale::core::inferred_alignment(param_sizes[i]);
+      }
+      param_aligns = inferred.data();
+    }
+    size_t args_bytes = 0;
+    try {
+      layout = metrale::core::natural_layout(param_sizes, param_aligns, nparams, &args_bytes);
+    } catch (const Error& e) {
+      throw Error(e.status(), std::string("host kernel ") + module + "::" + func + ": " + e.what());
+    }
+  }
+  // A kernel without parameters still has a known (empty) layout: a non-null
+  // pointer says so.
+  static const metrale::backend::ParamInfo kNoParams[1] = {{0, 0}};
+  const metrale::backend::ParamInfo* known =
+      param_sizes == nullptr ? nullptr : (layout.empty() ? kNoParams : layout.data());
+  device([&] { modules_->register_host(module, func, fn, user, known, layout.size()); });
 }

@@ -81,14 +81,14 @@ metrale_kernel* Modules::kernel(metrale_context* owner, const std::string& modul
 }
 
 void Modules::register_host(const std::string& module, const std::string& func,
-                            metrale_host_kernel_fn fn, void* user, const size_t* param_sizes,
-                            size_t nparams) {
+                            metrale_host_kernel_fn fn, void* user,
+                            const backend::ParamInfo* layout, size_t nparams) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = modules_.find(module);
   if (it == modules_.end()) {
     Module m;
     m.host = true;
-    m.handle = backend_.host_module_add(0, func.c_str(), fn, user, param_sizes, nparams);
+    m.handle = backend_.host_module_add(0, func.c_str(), fn, user, layout, nparams);
     m.host_functions.insert(func);
     modules_.emplace(module, std::move(m));
     return;
@@ -102,7 +102,7 @@ void Modules::register_host(const std::string& module, const std::string& func,
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          "module '" + module + "' already has a function named '" + func + "'");
   }
-  backend_.host_module_add(m.handle, func.c_str(), fn, user, param_sizes, nparams);
+  backend_.host_module_add(m.handle, func.c_str(), fn, user, layout, nparams);
   m.host_functions.insert(func);
 }
 

@@ -44,8 +44,10 @@ class Modules {
   // The handle of module::func. NOT_FOUND for an unknown module or function.
   metrale_kernel* kernel(metrale_context* owner, const std::string& module,
                          const std::string& func, const char* file, int line);
+  // layout: each parameter's offset and size (param_layout.hpp), nullptr
+  // when the parameters are unknown.
   void register_host(const std::string& module, const std::string& func,
-                     metrale_host_kernel_fn fn, void* user, const size_t* param_sizes,
+                     metrale_host_kernel_fn fn, void* user, const backend::ParamInfo* layout,
                      size_t nparams);
   // The kernel object of a handle of this context (stale ones included), or
   // nullptr: a lock-free lookup on the launch path.

@@ -49,3 +49,50 @@ extern "C" __global__ void mixed_params(uint8_t a, uint16_t b, uint32_t c, uint6
 }
 
 extern "C" __global__ void empty_kernel() {}
+
+// The packing rule (include/metrale_gpu.h, "Kernel parameter layout"):
+// each kernel writes back what it received, so a buffer packed at other
+// offsets than nvcc's shows as wrong values. tests/test_arg_layout.c and
+// the Rust and Go arg-layout tests register host kernels of the same names
+// and layouts; out gets one uint64_t per value, floats as their bits.
+struct layout_u16x2 {
+  uint16_t v[2];
+};
+struct layout_sv {
+  uint16_t a;
+  uint8_t b[2];
+  float c;
+};
+
+// (u8, u16[2], u64, out): offsets 0, 2, 8, 16; 24 bytes.
+extern "C" __global__ void layout_u8_u16x2_u64(uint8_t a, layout_u16x2 b, uint64_t c,
+                                               uint64_t* out) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  out[0] = a;
+  out[1] = b.v[0];
+  out[2] = b.v[1];
+  out[3] = c;
+}
+
+// (char, double, short, pointer, long long, float, out): offsets 0, 8, 16,
+// 24, 32, 40, 48; 56 bytes.
+extern "C" __global__ void layout_six(char a, double b, short c, const void* d, long long e,
+                                      float f, uint64_t* out) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  out[0] = (uint64_t)(int64_t)a;
+  out[1] = (uint64_t)__double_as_longlong(b);
+  out[2] = (uint64_t)(int64_t)c;
+  out[3] = (uint64_t)d;
+  out[4] = (uint64_t)e;
+  out[5] = (uint64_t)__float_as_uint(f);
+}
+
+// (u8, struct sv by value, out): offsets 0, 4, 16; 24 bytes.
+extern "C" __global__ void layout_struct(uint8_t tag, layout_sv s, uint64_t* out) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  out[0] = tag;
+  out[1] = s.a;
+  out[2] = s.b[0];
+  out[3] = s.b[1];
+  out[4] = (uint64_t)__float_as_uint(s.c);
+}

@@ -99,7 +99,7 @@ class AnnotationBackend final : public Backend {
   void module_unload(ModuleHandle) override { no(); }
   FuncHandle module_function(ModuleHandle, const char*) override { no(); }
   ModuleHandle host_module_add(ModuleHandle, const char*, metrale_host_kernel_fn, void*,
-                               const size_t*, size_t) override {
+                               const ParamInfo*, size_t) override {
     no();
   }
   bool function_params(FuncHandle, std::vector<ParamInfo>*) override { no(); }

@@ -84,7 +84,7 @@ class CudaBackend final : public Backend {
   void module_unload(ModuleHandle m) override;
   FuncHandle module_function(ModuleHandle m, const char* name) override;
   ModuleHandle host_module_add(ModuleHandle m, const char* name, metrale_host_kernel_fn fn,
-                               void* user, const size_t* param_sizes,
+                               void* user, const ParamInfo* layout,
                                size_t nparams) override;
   bool function_params(FuncHandle f, std::vector<ParamInfo>* out) override;
   void launch(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes, StreamHandle s,

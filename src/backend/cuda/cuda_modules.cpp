@@ -57,7 +57,7 @@ FuncHandle CudaBackend::module_function(ModuleHandle m, const char* name) {
 }
 
 ModuleHandle CudaBackend::host_module_add(ModuleHandle, const char*, metrale_host_kernel_fn,
-                                          void*, const size_t*, size_t) {
+                                          void*, const ParamInfo*, size_t) {
   fail(METRALE_ERROR_UNSUPPORTED,
        "host kernels can only be registered on the host backend; this context runs on cuda");
 }

@@ -42,9 +42,9 @@ FuncHandle HostBackend::module_function(ModuleHandle m, const char* name) {
 
 ModuleHandle HostBackend::host_module_add(ModuleHandle m, const char* name,
                                           metrale_host_kernel_fn fn, void* user,
-                                          const size_t* param_sizes, size_t nparams) {
+                                          const ParamInfo* layout, size_t nparams) {
   fault_.throw_if_lost();
-  return kernels_.add(m, name, fn, user, param_sizes, nparams);
+  return kernels_.add(m, name, fn, user, layout, nparams);
 }
 
 bool HostBackend::function_params(FuncHandle f, std::vector<ParamInfo>* out) {

@@ -44,9 +44,6 @@ const char* status_name(int status) {
   return nullptr;
 }
 
-// Rounds up without (bytes + 7) wrapping near SIZE_MAX.
-size_t words_for(size_t bytes) { return bytes / 8 + (bytes % 8 != 0 ? 1 : 0); }
-
 }  // namespace
 
 KernelCall prepare_launch(std::shared_ptr<const HostFunction> function, void** params) {
@@ -60,9 +57,8 @@ KernelCall prepare_launch(std::shared_ptr<const HostFunction> function, void** p
                                                std::to_string(layout.size()) +
                                                " parameters but params is NULL");
     }
-    call.bytes = function->args_bytes;
-    call.words.assign(words_for(call.bytes), 0);
-    auto* base = reinterpret_cast<unsigned char*>(call.words.data());
+    call.values = ParamBytes(function->args_bytes, function->storage_align);
+    unsigned char* base = call.values.data();
     for (size_t i = 0; i < layout.size(); ++i) {
       if (params[i] == nullptr) {
         fail(METRALE_ERROR_INVALID_ARGUMENT,
@@ -89,9 +85,8 @@ KernelCall prepare_packed(std::shared_ptr<const HostFunction> function, const vo
   }
   KernelCall call;
   call.packed = true;
-  call.bytes = args_bytes;
-  call.words.assign(words_for(args_bytes), 0);
-  if (args_bytes != 0) std::memcpy(call.words.data(), args, args_bytes);
+  call.values = ParamBytes(args_bytes, function->storage_align);
+  if (args_bytes != 0) std::memcpy(call.values.data(), args, args_bytes);
   call.function = std::move(function);
   return call;
 }
@@ -105,20 +100,20 @@ void KernelCall::run(FaultLatch& fault) const {
 
   // Each run gets its own copy of the values, as each GPU launch does: a
   // kernel writing to its parameters must not change the next replay's.
-  std::vector<uint64_t> values;
+  ParamBytes copy;
   std::vector<void*> pointers;
   if (f.sizes_known) {
-    values = words;
-    auto* base = reinterpret_cast<unsigned char*>(values.data());
+    copy = values;
+    unsigned char* base = copy.data();
     pointers.resize(f.layout.size() + 1);  // never empty: params is never NULL
     for (size_t i = 0; i < f.layout.size(); ++i) pointers[i] = base + f.layout[i].offset;
     call.params = pointers.data();
     call.args = base;
-    call.args_bytes = bytes;
+    call.args_bytes = copy.size();
   } else if (packed) {
     call.params = nullptr;
-    call.args = bytes != 0 ? words.data() : nullptr;
-    call.args_bytes = bytes;
+    call.args = values.size() != 0 ? values.data() : nullptr;
+    call.args_bytes = values.size();
   } else {
     call.params = caller_params;
   }

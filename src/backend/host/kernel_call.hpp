@@ -8,6 +8,7 @@
 
 #include "backend/host/fault_latch.hpp"
 #include "backend/host/kernel_registry.hpp"
+#include "backend/host/param_bytes.hpp"
 
 namespace metrale::backend::host {
 
@@ -15,11 +16,10 @@ struct KernelCall {
   std::shared_ptr<const HostFunction> function;
   metrale_dim3_t grid, block;
   uint32_t shared_bytes;
-  // Known sizes: the parameter values laid out as function->layout says.
-  // Unknown sizes, packed launch: the caller's buffer. 8-byte words so every
-  // parameter (aligned at most to 8) is properly aligned.
-  std::vector<uint64_t> words;
-  size_t bytes = 0;
+  // Known sizes: the parameter values laid out as function->layout says,
+  // aligned for its most aligned parameter. Unknown sizes, packed launch:
+  // the caller's buffer, 8-aligned.
+  ParamBytes values;
   // Unknown sizes, plain launch: the caller's array, passed as it is.
   void** caller_params = nullptr;
   bool packed = false;

@@ -16,29 +16,12 @@ std::string hex(uint64_t value) {
   return text;
 }
 
-size_t natural_alignment(size_t size) {
-  size_t align = size & (~size + 1);  // lowest set bit: largest power of two dividing size
-  return align > 8 ? 8 : align;
-}
+size_t lowest_bit(size_t v) { return v & (~v + 1); }
 
 }  // namespace
 
-std::vector<ParamInfo> param_layout(const size_t* sizes, size_t n, size_t* total) {
-  std::vector<ParamInfo> layout;
-  layout.reserve(n);
-  size_t offset = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const size_t align = natural_alignment(sizes[i]);
-    offset = (offset + align - 1) & ~(align - 1);
-    layout.push_back(ParamInfo{offset, sizes[i]});
-    offset += sizes[i];
-  }
-  *total = offset;
-  return layout;
-}
-
 ModuleHandle KernelRegistry::add(ModuleHandle m, const char* name, metrale_host_kernel_fn fn,
-                                 void* user, const size_t* param_sizes, size_t nparams) {
+                                 void* user, const ParamInfo* layout, size_t nparams) {
   if (name == nullptr || name[0] == '\0') {
     fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: a host kernel needs a non-empty name");
   }
@@ -46,25 +29,32 @@ ModuleHandle KernelRegistry::add(ModuleHandle m, const char* name, metrale_host_
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          std::string("host backend: host kernel '") + name + "' has a NULL function");
   }
-  if (param_sizes != nullptr) {
-    for (size_t i = 0; i < nparams; ++i) {
-      // 4 KiB is CUDA's limit on a kernel's parameters as a whole.
-      if (param_sizes[i] == 0 || param_sizes[i] > 4096) {
-        fail(METRALE_ERROR_INVALID_ARGUMENT, std::string("host backend: host kernel '") + name +
-                                                 "' parameter " + std::to_string(i) + " has size " +
-                                                 std::to_string(param_sizes[i]) +
-                                                 " (must be 1..4096)");
-      }
-    }
-  }
-
   auto function = std::make_shared<HostFunction>();
   function->fn = fn;
   function->user = user;
-  function->sizes_known = param_sizes != nullptr;
+  function->sizes_known = layout != nullptr;
   function->args_bytes = 0;
+  function->storage_align = 8;
   if (function->sizes_known) {
-    function->layout = param_layout(param_sizes, nparams, &function->args_bytes);
+    // Core laid the parameters out; checked again here because the copies
+    // at launch write exactly these ranges.
+    size_t end = 0;
+    for (size_t i = 0; i < nparams; ++i) {
+      // 4 KiB is CUDA's limit on a kernel's parameters as a whole.
+      if (layout[i].size == 0 || layout[i].size > 4096 || layout[i].offset < end ||
+          layout[i].offset > SIZE_MAX - 4096) {
+        fail(METRALE_ERROR_INVALID_ARGUMENT,
+             std::string("host backend: host kernel '") + name + "' parameter " +
+                 std::to_string(i) + " has offset " + std::to_string(layout[i].offset) +
+                 " and size " + std::to_string(layout[i].size) +
+                 " (sizes 1..4096, after the parameter before)");
+      }
+      end = layout[i].offset + layout[i].size;
+      const size_t align = lowest_bit(layout[i].size);
+      if (align > function->storage_align) function->storage_align = align;
+    }
+    function->layout.assign(layout, layout + nparams);
+    function->args_bytes = end;
   }
 
   std::unique_lock<std::shared_mutex> lock(mutex_);

@@ -1,6 +1,6 @@
 // Host "modules": named C functions standing in for GPU kernels, grouped
 // under a module handle, with their parameter layout when the registrant
-// gave the parameter sizes.
+// gave it (laid out by core with the packing rule).
 #pragma once
 
 #include <cstddef>
@@ -24,12 +24,11 @@ struct HostFunction {
   bool sizes_known;
   std::vector<ParamInfo> layout;  // when sizes_known
   size_t args_bytes;              // end of the last parameter; 0 when none
+  // What the parameter copies are aligned to: the largest power of two
+  // dividing any parameter's size, which is at least its alignment (a size
+  // is a multiple of its alignment).
+  size_t storage_align;
 };
-
-// Each parameter aligned to the largest power of two dividing its size,
-// capped at 8 (as a C compiler lays out a struct of them); offsets
-// accumulate. *total gets the end of the last parameter.
-std::vector<ParamInfo> param_layout(const size_t* sizes, size_t n, size_t* total);
 
 class KernelRegistry {
  public:
@@ -37,9 +36,10 @@ class KernelRegistry {
 
   // Adds fn as `name` to module m (a new module when m is 0); returns the
   // module. INVALID_ARGUMENT for a bad argument, an unknown module or a
-  // name already in the module.
+  // name already in the module, or a layout whose parameters overlap.
+  // layout == nullptr: the parameters are unknown.
   ModuleHandle add(ModuleHandle m, const char* name, metrale_host_kernel_fn fn, void* user,
-                   const size_t* param_sizes, size_t nparams);
+                   const ParamInfo* layout, size_t nparams);
   // INVALID_ARGUMENT for an unknown module.
   void unload(ModuleHandle m);
   // NOT_FOUND when the module has no such function.

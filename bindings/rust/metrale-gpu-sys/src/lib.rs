@@ -660,3 +660,46 @@ extern "C" {
         count: *mut usize,
     ) -> metrale_status_t;
 }
+
+// The kernel-parameter packing rule and metrale_backend_name (issue 12).
+extern "C" {
+    pub fn metrale_backend_name(backend: metrale_backend_t) -> *const c_char;
+    pub fn metrale_param_layout(
+        sizes: *const usize,
+        aligns: *const usize,
+        nparams: usize,
+        offsets: *mut usize,
+        args_bytes: *mut usize,
+    ) -> metrale_status_t;
+    pub fn metrale_module_register_host_layout(
+        ctx: *mut metrale_context_t,
+        module: *const c_char,
+        func: *const c_char,
+        fn_: metrale_host_kernel_fn,
+        user: *mut c_void,
+        param_sizes: *const usize,
+        param_aligns: *const usize,
+        nparams: usize,
+    ) -> metrale_status_t;
+    pub fn metrale_kernel_param_layout(
+        ctx: *mut metrale_context_t,
+        kernel: *mut metrale_kernel_t,
+        offsets: *mut usize,
+        sizes: *mut usize,
+        cap: usize,
+        count: *mut usize,
+    ) -> metrale_status_t;
+    pub fn metrale_launch_packed_layout(
+        ctx: *mut metrale_context_t,
+        kernel: *mut metrale_kernel_t,
+        grid: metrale_dim3_t,
+        block: metrale_dim3_t,
+        shared_bytes: u32,
+        stream: *mut metrale_stream_t,
+        args: *const c_void,
+        args_bytes: usize,
+        offsets: *const usize,
+        sizes: *const usize,
+        nparams: usize,
+    ) -> metrale_status_t;
+}

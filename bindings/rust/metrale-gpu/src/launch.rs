@@ -3,39 +3,36 @@
 use crate::buffer::{DeviceBuffer, Pod};
 use crate::error::{check, Error, Result};
 use crate::kernel::{Dim3, Kernel};
+use crate::pack::PackedArgs;
 use crate::shared::Shared;
 use crate::stream::Stream;
 use metrale_gpu_sys as sys;
 
-/// A value that can be a kernel argument: packed at its own alignment.
+/// A value that can be a kernel argument, packed by the library's one rule
+/// (see [`PackedArgs`]): at its natural alignment. Any [`Pod`] type (a
+/// `#[repr(C)]` struct passed by value included) and `&DeviceBuffer`.
 pub trait KernelArg {
-    /// Appends this argument's bytes to the packed argument buffer.
-    fn pack(&self, args: &mut Vec<u8>);
-}
-
-fn pack_pod<T: Pod>(v: &T, args: &mut Vec<u8>) {
-    let align = std::mem::align_of::<T>();
-    args.resize(args.len().next_multiple_of(align), 0);
-    // SAFETY: a Pod value is plain bytes.
-    let bytes = unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) };
-    args.extend_from_slice(bytes);
+    /// Appends this argument to `args`.
+    fn pack(&self, args: &mut PackedArgs);
 }
 
 impl<T: Pod> KernelArg for T {
-    fn pack(&self, args: &mut Vec<u8>) {
-        pack_pod(self, args)
+    fn pack(&self, args: &mut PackedArgs) {
+        args.push(self)
     }
 }
 
 /// A buffer is passed as its device pointer.
 impl<T: Pod> KernelArg for &DeviceBuffer<T> {
-    fn pack(&self, args: &mut Vec<u8>) {
-        pack_pod(&self.as_devptr(), args)
+    fn pack(&self, args: &mut PackedArgs) {
+        args.push(&self.as_devptr())
     }
 }
 
 /// A kernel launch being put together. Arguments are packed in order, each
-/// at its own alignment, the layout a kernel's parameter list has.
+/// at its natural alignment: the layout nvcc gives the kernel's parameters
+/// (the rule `include/metrale_gpu.h` documents under "Kernel parameter
+/// layout").
 #[must_use = "a launch does nothing until run"]
 pub struct Launch<'a> {
     kernel: &'a Kernel,
@@ -43,13 +40,13 @@ pub struct Launch<'a> {
     block: Dim3,
     shared_bytes: u32,
     stream: Option<&'a Stream>,
-    args: Vec<u8>,
+    args: PackedArgs,
     error: Option<Error>,
 }
 
 impl<'a> Launch<'a> {
     pub(crate) fn new(kernel: &'a Kernel, grid: Dim3, block: Dim3) -> Launch<'a> {
-        Launch { kernel, grid, block, shared_bytes: 0, stream: None, args: Vec::new(), error: None }
+        Launch { kernel, grid, block, shared_bytes: 0, stream: None, args: PackedArgs::new(), error: None }
     }
 
     /// Dynamic shared memory bytes.
@@ -75,11 +72,18 @@ impl<'a> Launch<'a> {
 
     /// The packed argument bytes so far.
     pub fn packed_args(&self) -> &[u8] {
+        self.args.as_bytes()
+    }
+
+    /// The arguments so far, with each one's offset and size.
+    pub fn packed(&self) -> &PackedArgs {
         &self.args
     }
 
-    /// Launches. The library checks the packed size against the kernel's
-    /// parameter layout where it knows it (InvalidArgument on mismatch).
+    /// Launches. Where the library knows the kernel's parameter layout (the
+    /// driver's, or a host kernel's registration), each argument's offset
+    /// and size must match it: else InvalidArgument naming the parameter,
+    /// nothing launched.
     ///
     /// # Safety
     /// A kernel reads and writes whatever its pointer arguments point at:
@@ -95,13 +99,10 @@ impl<'a> Launch<'a> {
             return Err(e);
         }
         let stream = self.stream.map_or(std::ptr::null_mut(), |s| s.raw);
-        let (args, len) = if self.args.is_empty() {
-            (std::ptr::null(), 0)
-        } else {
-            (self.args.as_ptr().cast(), self.args.len())
-        };
+        let bytes = self.args.as_bytes();
+        let args = if bytes.is_empty() { std::ptr::null() } else { bytes.as_ptr().cast() };
         self.kernel.shared.with(|c| {
-            check(sys::metrale_launch_packed(
+            check(sys::metrale_launch_packed_layout(
                 c,
                 self.kernel.raw,
                 self.grid.into(),
@@ -109,7 +110,10 @@ impl<'a> Launch<'a> {
                 self.shared_bytes,
                 stream,
                 args,
-                len,
+                bytes.len(),
+                self.args.offsets().as_ptr(),
+                self.args.sizes().as_ptr(),
+                self.args.len(),
             ))
         })
     }
