@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <mutex>
+#include <shared_mutex>
 
 #include "core/slot_table.hpp"
 
@@ -23,13 +24,28 @@ SlotTable<ContextEntry>& contexts() {
   return *table;
 }
 
-void fork_prepare() { contexts().fork_prepare(); }
-void fork_parent() { contexts().fork_parent(); }
+// Held shared by for_each_context, exclusive by take_context: a context
+// being walked is never unregistered (and so never deleted) under the walk.
+// Never destroyed, as the table.
+std::shared_mutex& walk_mutex() {
+  static auto* m = new std::shared_mutex;
+  return *m;
+}
+
+void fork_prepare() {
+  walk_mutex().lock();
+  contexts().fork_prepare();
+}
+void fork_parent() {
+  contexts().fork_parent();
+  walk_mutex().unlock();
+}
 // The child keeps the parent's memory but not its driver state (a CUDA
 // context does not survive fork): every context of the parent is dead here.
 // Its memory is left alone; freeing it would call into that driver state.
 void fork_child() {
   contexts().fork_child([](ContextEntry& e, uint64_t serial) { e.killed_by_fork = serial; });
+  walk_mutex().unlock();
 }
 
 void install_fork_handlers() {
@@ -50,9 +66,17 @@ metrale_context* find_context(uint64_t handle) noexcept {
 }
 
 metrale_context* take_context(uint64_t handle) noexcept {
+  std::unique_lock<std::shared_mutex> no_walk(walk_mutex());
   metrale_context* out = nullptr;
   contexts().erase(handle, [&](ContextEntry& e) { out = e.ctx; });
   return out;
+}
+
+void for_each_context(const std::function<void(metrale_context&)>& fn) {
+  std::shared_lock<std::shared_mutex> walking(walk_mutex());
+  for (ContextEntry* e : contexts().live()) {
+    if (e->ctx != nullptr) fn(*e->ctx);
+  }
 }
 
 std::string not_a_live_context(uint64_t handle) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 struct metrale_context;
@@ -28,5 +29,10 @@ metrale_context* take_context(uint64_t handle) noexcept;
 
 // Why a value is not a live context, for the message (cold path).
 std::string not_a_live_context(uint64_t handle);
+
+// Runs fn on every live context, in slot order, while no context can leave
+// the registry (take_context waits for the walk): the process-wide ledger
+// report. fn must not create or destroy a context, nor log.
+void for_each_context(const std::function<void(metrale_context&)>& fn);
 
 }  // namespace metrale::core
