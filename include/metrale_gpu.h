@@ -1329,6 +1329,19 @@ metrale_status_t metrale_copy_peer_async(metrale_context_t* src_ctx, metrale_dev
                                          metrale_context_t* dst_ctx, metrale_devptr_t dst,
                                          size_t bytes, metrale_stream_t* stream);
 
+/** *native gets the driver's stream behind `stream` (NULL: the default
+ *  stream), for libraries that take one, such as NCCL or cuBLAS: on cuda
+ *  a CUstream (the same type as cudaStream_t) of ctx's device's primary
+ *  context, valid until `stream` is destroyed (the default stream: until
+ *  the context is). Work others put on it is ordered with this library's
+ *  work on that stream (metrale_stream_synchronize waits for both), but
+ *  the library does not see it: no counters, no trace, no ledger. Do not
+ *  destroy it. UNSUPPORTED on the host backend (it has no native stream);
+ *  INVALID_ARGUMENT for a dead stream or NULL native; CONTEXT_LOST once
+ *  lost. Thread-safe. */
+metrale_status_t metrale_stream_native(metrale_context_t* ctx, metrale_stream_t* stream,
+                                       void** native);
+
 /** The process-wide ledger report: live bytes of every live context of this
  *  process, grouped by device (backend and ordinal; cuda devices first)
  *  and, within a device, by allocation site across its contexts, largest

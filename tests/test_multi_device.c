@@ -372,6 +372,36 @@ static void report_while_contexts_come_and_go(void** state) {
   assert_int_equal(bytes, 0);
 }
 
+/* The driver's stream for NCCL and friends: a CUstream on cuda, refused on
+ * the host backend, never for a dead stream. */
+static void native_stream_for_interop(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_on(0);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  void* native = (void*)1;
+  MT_STATUS(metrale_stream_native(ctx, s, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_stream_native(NULL, s, &native), METRALE_ERROR_INVALID_ARGUMENT);
+  if (mt_is_host(ctx)) {
+    MT_STATUS(metrale_stream_native(ctx, s, &native), METRALE_ERROR_UNSUPPORTED);
+    MT_MESSAGE_HAS("no native stream");
+    assert_ptr_equal(native, (void*)1);
+  } else {
+    void* a = NULL;
+    void* d = NULL;
+    MT_OK(metrale_stream_native(ctx, s, &a));
+    MT_OK(metrale_stream_native(ctx, NULL, &d));
+    assert_non_null(a);
+    assert_non_null(d);
+    assert_ptr_not_equal(a, d);
+  }
+  MT_OK(metrale_stream_destroy(ctx, s));
+  native = (void*)1;
+  MT_STATUS(metrale_stream_native(ctx, s, &native), METRALE_ERROR_INVALID_ARGUMENT);
+  assert_ptr_equal(native, (void*)1);
+  mt_close(ctx);
+}
+
 int main(void) {
   setenv("METRALE_HOST_DEVICES", "4", 0); /* the caller's value wins */
   const struct CMUnitTest tests[] = {
@@ -384,6 +414,7 @@ int main(void) {
       cmocka_unit_test(process_report_names_device_site_and_bytes),
       cmocka_unit_test(process_report_buffer_rules),
       cmocka_unit_test(report_while_contexts_come_and_go),
+      cmocka_unit_test(native_stream_for_interop),
   };
   return MT_RUN(tests);
 }

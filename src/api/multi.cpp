@@ -97,6 +97,16 @@ METRALE_API metrale_status_t metrale_copy_peer_async(metrale_context_t* src_ctx,
   });
 }
 
+METRALE_API metrale_status_t metrale_stream_native(metrale_context_t* ctx,
+                                                   metrale_stream_t* stream, void** native) {
+  return guarded([&] {
+    metrale_context* c = live(ctx);
+    require(native, "native");
+    const uint64_t h = c->stream_native(stream);
+    *native = reinterpret_cast<void*>(static_cast<uintptr_t>(h));
+  });
+}
+
 METRALE_API metrale_status_t metrale_alloc_report_all(size_t top_n, size_t min_mib, char* buf,
                                                       size_t buflen, size_t* needed) {
   return guarded([&] {

@@ -252,6 +252,14 @@ class Backend {
     fail(METRALE_ERROR_UNSUPPORTED, "this backend has no peer copies");
   }
 
+  // The driver's own stream behind s, for libraries that take one (NCCL's
+  // cudaStream_t). UNSUPPORTED where there is none (host).
+  virtual uint64_t native_stream(StreamHandle s) {
+    (void)s;
+    fail(METRALE_ERROR_UNSUPPORTED,
+         "the host backend has no native stream: its streams run work in the caller's thread");
+  }
+
   // --- faults -----------------------------------------------------------------
   // Checks whether the device context has a sticky fault (an illegal address,
   // say). Returns "" while healthy, else a message naming the fault. Never

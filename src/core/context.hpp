@@ -176,6 +176,8 @@ struct metrale_context {
   void copy_peer(DevPtr src, metrale_context& dst_ctx, DevPtr dst, size_t bytes);
   void copy_peer_async(DevPtr src, metrale_context& dst_ctx, DevPtr dst, size_t bytes,
                        metrale_stream* s);
+  // The backend's own stream behind s (metrale_stream_native).
+  uint64_t stream_native(metrale_stream* s);
 
   // --- telemetry (telemetry_ops.cpp) ---
   void counters(metrale_counters_t* c) const { counters_.snapshot(c); }

@@ -78,6 +78,12 @@ void metrale_context::copy_peer_async(DevPtr src, metrale_context& dst_ctx, DevP
   enqueue_peer(src, dst_ctx, dst, bytes, st);
 }
 
+uint64_t metrale_context::stream_native(metrale_stream* s) {
+  fault_.check();
+  metrale::core::StreamObj* st = stream_of(s);
+  return backend_->native_stream(st->handle);
+}
+
 // Counted and traced as a d2d copy of the source context, once the backend
 // took it.
 void metrale_context::enqueue_peer(DevPtr src, metrale_context& dst_ctx, DevPtr dst, size_t bytes,

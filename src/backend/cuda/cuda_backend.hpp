@@ -115,6 +115,8 @@ class CudaBackend final : public Backend {
   void peer_access_enable(Backend& peer) override;
   void copy_peer_async(DevPtr dst, Backend& dst_owner, DevPtr src, size_t bytes,
                        StreamHandle s) override;
+  // A StreamHandle is the CUstream itself.
+  uint64_t native_stream(StreamHandle s) override { return s; }
 
  private:
   // Makes the primary context current on the calling thread when it is not.

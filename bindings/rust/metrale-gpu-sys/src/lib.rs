@@ -660,6 +660,11 @@ extern "C" {
         bytes: usize,
         stream: *mut metrale_stream_t,
     ) -> metrale_status_t;
+    pub fn metrale_stream_native(
+        ctx: *mut metrale_context_t,
+        stream: *mut metrale_stream_t,
+        native: *mut *mut c_void,
+    ) -> metrale_status_t;
     pub fn metrale_alloc_report_all(
         top_n: usize,
         min_mib: usize,
