@@ -1354,9 +1354,10 @@ metrale_status_t metrale_stream_native(metrale_context_t* ctx, metrale_stream_t*
  *  the ranks' reports. Size query and BUFFER_TOO_SMALL as
  *  metrale_alloc_report. INVALID_ARGUMENT for NULL needed, or NULL buf
  *  with buflen > 0. Host-side only: answers on lost contexts too.
- *  Thread-safe: a metrale_context_destroy on another thread waits until
- *  the walk is over; each context's figures are read under its own lock,
- *  one context after the other. */
+ *  Thread-safe: each context's figures are read under its own lock, one
+ *  context after the other (two contexts' figures may be a moment apart);
+ *  a context destroyed meanwhile is left out, and its
+ *  metrale_context_destroy waits while the report reads that context. */
 metrale_status_t metrale_alloc_report_all(size_t top_n, size_t min_mib, char* buf, size_t buflen,
                                           size_t* needed);
 /** The per-device ledger: *bytes and *count (count may be NULL) get the
