@@ -13,21 +13,31 @@ const char* kind_name(metrale_backend_t b) { return b == METRALE_BACKEND_CUDA ? 
 
 }  // namespace
 
+namespace {
+
+std::string kinds_differ(metrale_backend_t mine, metrale_backend_t peer) {
+  return std::string("ctx runs on the ") + kind_name(mine) + " backend and peer on the " +
+         kind_name(peer) + " backend: peers must be of one backend";
+}
+
+}  // namespace
+
 std::string metrale_context::peer_refusal(metrale_context& peer) {
   fault_.check();
   peer.fault_.check();
   if (&peer == this) return std::string();
-  if (peer.backend_kind() != backend_kind()) {
-    return std::string("ctx runs on the ") + kind_name(backend_kind()) + " backend and peer on the " +
-           kind_name(peer.backend_kind()) + " backend: peers must be of one backend";
-  }
+  if (peer.backend_kind() != backend_kind()) return kinds_differ(backend_kind(), peer.backend_kind());
   return device([&] { return backend_->peer_refusal(*peer.backend_); });
 }
 
+// The backend refuses, saying why, when there is no peer path.
 void metrale_context::peer_access_enable(metrale_context& peer) {
-  const std::string why = peer_refusal(peer);
-  if (!why.empty()) fail(METRALE_ERROR_UNSUPPORTED, why);
+  fault_.check();
+  peer.fault_.check();
   if (&peer == this) return;
+  if (peer.backend_kind() != backend_kind()) {
+    fail(METRALE_ERROR_UNSUPPORTED, kinds_differ(backend_kind(), peer.backend_kind()));
+  }
   device([&] { backend_->peer_access_enable(*peer.backend_); });
 }
 
