@@ -262,6 +262,7 @@ struct metrale_context {
   void enqueue_d2d(DevPtr src, DevPtr dst, size_t bytes, metrale::core::StreamObj* st);
   void enqueue_peer(DevPtr src, metrale_context& dst_ctx, DevPtr dst, size_t bytes,
                     metrale::core::StreamObj* st);  // peer_ops.cpp
+  void check_peer_ranges(DevPtr src, metrale_context& dst_ctx, DevPtr dst, size_t bytes) const;
   // Pinned staging of a large pageable copy (copy.cpp, core/staging): true
   // when it was staged and counted; false, nothing done, for a direct copy.
   bool stage_h2d(const void* src, size_t bytes, DevPtr dst, metrale::core::StreamObj* st);

@@ -55,6 +55,13 @@ void refuse_capture(bool capturing, const char* what) {
 
 }  // namespace
 
+// Each range against its own context's checked pointers.
+void metrale_context::check_peer_ranges(DevPtr src, metrale_context& dst_ctx, DevPtr dst,
+                                        size_t bytes) const {
+  check_range(src, bytes, "source");
+  dst_ctx.check_range(dst, bytes, "destination (in the peer context)");
+}
+
 void metrale_context::copy_peer(DevPtr src, metrale_context& dst_ctx, DevPtr dst, size_t bytes) {
   if (&dst_ctx == this) {
     copy_d2d(src, dst, bytes);  // one context: a plain copy
@@ -64,8 +71,7 @@ void metrale_context::copy_peer(DevPtr src, metrale_context& dst_ctx, DevPtr dst
   dst_ctx.fault_.check();
   metrale::core::StreamObj* st = default_stream_;
   if (bytes == 0) return;
-  check_range(src, bytes, "source");
-  dst_ctx.check_range(dst, bytes, "destination (in the peer context)");
+  check_peer_ranges(src, dst_ctx, dst, bytes);
   refuse_capture(capturing(st), "copy_peer");
   refuse_wait_in_own_work(st->handle, "metrale_copy_peer");
   enqueue_peer(src, dst_ctx, dst, bytes, st);
@@ -82,8 +88,7 @@ void metrale_context::copy_peer_async(DevPtr src, metrale_context& dst_ctx, DevP
   dst_ctx.fault_.check();
   metrale::core::StreamObj* st = stream_of(s);
   if (bytes == 0) return;
-  check_range(src, bytes, "source");
-  dst_ctx.check_range(dst, bytes, "destination (in the peer context)");
+  check_peer_ranges(src, dst_ctx, dst, bytes);
   refuse_capture(capturing(st), "copy_peer_async");
   enqueue_peer(src, dst_ctx, dst, bytes, st);
 }
