@@ -17,14 +17,15 @@ namespace {
 
 // The backend metrale_context_create would pick for opts.backend = b:
 // METRALE_BACKEND overrides it, as there.
-metrale_backend_t effective_backend(metrale_backend_t b) {
-  const int raw = metrale::core::raw_enum(b);
+// raw: the caller's value read as an int (raw_enum), never loaded as the
+// enum before it is known to be one (UBSan's -fsanitize=enum).
+metrale_backend_t effective_backend(int raw) {
   if (raw != METRALE_BACKEND_AUTO && raw != METRALE_BACKEND_CUDA && raw != METRALE_BACKEND_HOST) {
     metrale::fail(METRALE_ERROR_INVALID_ARGUMENT,
                   "backend is " + std::to_string(raw) + ", not a metrale_backend_t");
   }
   const char* v = std::getenv("METRALE_BACKEND");
-  if (v == nullptr || *v == '\0') return b;
+  if (v == nullptr || *v == '\0') return static_cast<metrale_backend_t>(raw);
   if (std::strcmp(v, "auto") == 0) return METRALE_BACKEND_AUTO;
   if (std::strcmp(v, "cuda") == 0) return METRALE_BACKEND_CUDA;
   if (std::strcmp(v, "host") == 0) return METRALE_BACKEND_HOST;
@@ -32,9 +33,9 @@ metrale_backend_t effective_backend(metrale_backend_t b) {
                 std::string("METRALE_BACKEND='") + v + "' is malformed: expected auto, cuda or host");
 }
 
-int device_count(metrale_backend_t b) {
+int device_count(int raw) {
   namespace be = metrale::backend;
-  switch (effective_backend(b)) {
+  switch (effective_backend(raw)) {
     case METRALE_BACKEND_CUDA:
       return be::cuda_device_count();
     case METRALE_BACKEND_HOST:
@@ -56,7 +57,7 @@ int device_count(metrale_backend_t b) {
 METRALE_API metrale_status_t metrale_device_count(metrale_backend_t backend, int* count) {
   return guarded([&] {
     require(count, "count");
-    const int n = device_count(backend);
+    const int n = device_count(metrale::core::raw_enum(backend));
     *count = n;
   });
 }
