@@ -51,8 +51,16 @@ typedef struct rank {
     }                                                        \
   } while (0)
 
-static void* run_rank(void* arg) {
-  rank_t* r = arg;
+/* Every rank sets up first; ncclCommInitRank waits for all ranks, so no
+ * rank calls it unless every rank's setup worked (else the others would
+ * wait for ever). */
+static pthread_barrier_t setup_done;
+static int setup_failures; /* under setup_lock */
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The context, the buffers (send = rank + 1, recv = 0) and the device bound
+ * to this thread; r on success, NULL with r->why set. */
+static void* setup_rank(rank_t* r, float* host, void** stream) {
   metrale_context_options_t o;
   metrale_context_options_init(&o);
   o.backend = METRALE_BACKEND_CUDA;
@@ -69,20 +77,36 @@ static void* run_rank(void* arg) {
   FAIL_IF(s != METRALE_OK, "metrale_alloc send: %s", metrale_last_error_message());
   s = metrale_alloc(r->ctx, bytes, &r->recv);
   FAIL_IF(s != METRALE_OK, "metrale_alloc recv: %s", metrale_last_error_message());
-  float* host = malloc(bytes);
-  FAIL_IF(host == NULL, "out of host memory");
   for (size_t i = 0; i < r->count; ++i) host[i] = (float)(r->rank + 1);
   s = metrale_copy_h2d(r->ctx, host, bytes, r->send);
   if (s == METRALE_OK) s = metrale_memset(r->ctx, r->recv, 0, bytes);
-  if (s != METRALE_OK) free(host);
   FAIL_IF(s != METRALE_OK, "filling the buffers: %s", metrale_last_error_message());
-
   /* NCCL works on the calling thread's current device: the context's. */
   s = metrale_context_bind_thread(r->ctx);
-  void* stream = NULL;
-  if (s == METRALE_OK) s = metrale_stream_native(r->ctx, NULL, &stream);
-  if (s != METRALE_OK) free(host);
+  if (s == METRALE_OK) s = metrale_stream_native(r->ctx, NULL, stream);
   FAIL_IF(s != METRALE_OK, "binding device %d: %s", r->rank, metrale_last_error_message());
+  return r;
+}
+
+static void* run_rank(void* arg) {
+  rank_t* r = arg;
+  const size_t bytes = r->count * sizeof(float);
+  float* host = malloc(bytes);
+  void* stream = NULL;
+  const int ready = host != NULL && setup_rank(r, host, &stream) != NULL;
+  if (host == NULL) snprintf(r->why, sizeof r->why, "out of host memory");
+  pthread_mutex_lock(&setup_lock);
+  setup_failures += !ready;
+  pthread_mutex_unlock(&setup_lock);
+  pthread_barrier_wait(&setup_done);
+  pthread_mutex_lock(&setup_lock);
+  const int give_up = setup_failures > 0;
+  pthread_mutex_unlock(&setup_lock);
+  if (give_up) {
+    if (ready) snprintf(r->why, sizeof r->why, "another rank's setup failed: no NCCL");
+    free(host);
+    return NULL;
+  }
   ncclComm_t comm = NULL;
   ncclResult_t nr = nccl.CommInitRank(&comm, r->nranks, nccl_id, r->rank);
   if (nr != 0) free(host);
@@ -90,7 +114,7 @@ static void* run_rank(void* arg) {
   nr = nccl.AllReduce((const void*)(uintptr_t)r->send, (void*)(uintptr_t)r->recv, r->count,
                       METRALE_NCCL_FLOAT32, METRALE_NCCL_SUM, comm, stream);
   /* The library's synchronize waits for NCCL's work on that stream too. */
-  s = nr == 0 ? metrale_stream_synchronize(r->ctx, NULL) : METRALE_OK;
+  metrale_status_t s = nr == 0 ? metrale_stream_synchronize(r->ctx, NULL) : METRALE_OK;
   nccl.CommDestroy(comm);
   if (nr != 0 || s != METRALE_OK) free(host);
   FAIL_IF(nr != 0, "ncclAllReduce: %s", nccl_error(&nccl, nr));
@@ -147,6 +171,7 @@ int main(int argc, char** argv) {
     printf("nccl_allreduce: ncclGetUniqueId: %s\n", nccl_error(&nccl, nr));
     return 1;
   }
+  pthread_barrier_init(&setup_done, NULL, (unsigned)nranks);
   rank_t* ranks = calloc((size_t)nranks, sizeof *ranks);
   pthread_t* threads = calloc((size_t)nranks, sizeof *threads);
   if (ranks == NULL || threads == NULL) return 1;
