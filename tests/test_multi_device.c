@@ -328,11 +328,10 @@ static void process_report_buffer_rules(void** state) {
 struct churn {
   int device;
   int rounds;
-  volatile int done; /* set when the thread ends; read after a __sync barrier */
+  int done; /* set when the thread ends (atomic builtins) */
 };
 
-static void* churn_contexts(void* arg) {
-  struct churn* c = arg;
+static void* churn_body(struct churn* c) {
   for (int i = 0; i < c->rounds; ++i) {
     metrale_context_options_t o = mt_options();
     o.device = c->device;
@@ -347,9 +346,15 @@ static void* churn_contexts(void* arg) {
     }
     if (metrale_context_destroy(ctx) != METRALE_OK) return (void*)4; /* sweeps them */
   }
-  __sync_synchronize();
-  ((struct churn*)arg)->done = 1;
   return NULL;
+}
+
+/* done is set on every exit, so the reporting loop always ends. */
+static void* churn_contexts(void* arg) {
+  struct churn* c = arg;
+  void* ret = churn_body(c);
+  __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+  return ret;
 }
 
 static void report_while_contexts_come_and_go(void** state) {
@@ -361,8 +366,9 @@ static void report_while_contexts_come_and_go(void** state) {
   pthread_t t[2];
   for (int i = 0; i < 2; ++i) assert_int_equal(pthread_create(&t[i], NULL, churn_contexts, &jobs[i]), 0);
   /* Reports for as long as contexts come and go. */
-  for (int i = 0; i < 100 || !(jobs[0].done && jobs[1].done); ++i) {
-    __sync_synchronize();
+  for (int i = 0; i < 100 || !(__atomic_load_n(&jobs[0].done, __ATOMIC_ACQUIRE) &&
+                               __atomic_load_n(&jobs[1].done, __ATOMIC_ACQUIRE));
+       ++i) {
     size_t needed = 0;
     char buf[4096];
     metrale_status_t s = metrale_alloc_report_all(0, 0, buf, sizeof buf, &needed);

@@ -6,6 +6,7 @@
 // region map) and the streams.
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "backend/env_number.hpp"
@@ -82,12 +83,17 @@ void HostBackend::copy_peer_async(DevPtr dst, Backend& dst_owner, DevPtr src, si
   if (stream->capturing) {
     fail(METRALE_ERROR_CAPTURE, "host backend: copy_peer on a capturing stream is not recorded");
   }
-  regions_.access({{src, bytes}}, [&] {
-    peer->regions_.access({{dst, bytes}}, [&] {
-      std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)),
-                   reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
-    });
-  });
+  // Both maps held shared while the bytes move, always the map at the lower
+  // address first: copies both ways at once never take them in two orders.
+  auto move = [&] {
+    std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)),
+                 reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
+  };
+  if (std::less<const RegionMap*>()(&regions_, &peer->regions_)) {
+    regions_.access({{src, bytes}}, [&] { peer->regions_.access({{dst, bytes}}, move); });
+  } else {
+    peer->regions_.access({{dst, bytes}}, [&] { regions_.access({{src, bytes}}, move); });
+  }
 }
 
 }  // namespace host
