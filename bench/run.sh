@@ -115,6 +115,8 @@ if [ "$have_gpu" = 1 ]; then
   run_part bench_ledger_core "$build/bench/bench_ledger_core"
   run_part bench_pool_core "$build/bench/bench_pool_core"
   run_part bench_pinned "$build/bench/bench_pinned" cuda
+  # Peer copies vs cuMemcpyPeerAsync and NCCL all-reduce (issue 13; ~10 s).
+  run_part bench_peer "$build/bench/bench_peer"
 
   # Anchor: PyTorch's caching allocator from C++, built against python3's torch.
   torch_exe="$build/bench/torch_alloc"

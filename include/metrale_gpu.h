@@ -37,6 +37,10 @@
  * the variable; numbers are plain decimal digits, see rule 6):
  *   METRALE_BACKEND=auto|cuda|host    which backend to use
  *   METRALE_DEVICE=<n>                CUDA device ordinal
+ *   METRALE_HOST_DEVICES=<n>          devices the host backend simulates (1 to
+ *                                     1024, default 1); METRALE_DEVICE (or
+ *                                     opts.device) picks one of them, as it
+ *                                     picks a CUDA device; see "Several devices"
  *   METRALE_REDZONE=<bytes>           red-zone pad after each allocation (0 = off)
  *   METRALE_REDZONE_MIN_IDX=<seq>     pad only allocations with seq >= this
  *   METRALE_CHECKED=0|1               checked pointers on copies and memsets
@@ -69,6 +73,11 @@
  *                                     (0 = never); shows which calls the
  *                                     pinned pool serves without a backend
  *                                     call. Not for production.
+ *   METRALE_TEST_HOST_NO_PEER=0|1     test hook, host backend only: a simulated
+ *                                     device created while it is 1 has no peer
+ *                                     path to the others (peer access is
+ *                                     refused, peer copies still work). Not for
+ *                                     production.
  */
 
 /*
@@ -1424,6 +1433,121 @@ metrale_status_t metrale_kernel_timing_enable(metrale_context_t* ctx, int on);
  *  BUFFER_TOO_SMALL as metrale_live_allocations. */
 metrale_status_t metrale_kernel_timings_read(metrale_context_t* ctx, metrale_kernel_timing_t* out,
                                              size_t cap, size_t* count);
+
+/* ------------------------------------------------------------------ */
+/* Several devices                                                     */
+/* ------------------------------------------------------------------ */
+/* One context runs on one device (opts.device or METRALE_DEVICE); a process
+ * may hold contexts on several devices at once, and several contexts on one
+ * device (on cuda they share the device's primary context). The host
+ * backend simulates METRALE_HOST_DEVICES devices (default 1) that share the
+ * host's memory, so multi-device code runs and is tested without a GPU.
+ * Each context keeps its own ledger; the calls below add the view across
+ * contexts and devices. Nothing here uses NVLink multicast. */
+
+/** How many devices the backend offers: cuda: the driver's count; host:
+ *  METRALE_HOST_DEVICES (default 1); AUTO: cuda's count when the driver
+ *  answers with at least one device, else host's. METRALE_BACKEND
+ *  overrides `backend` as it overrides opts.backend at create, so the
+ *  answer is the range of ordinals metrale_context_create accepts.
+ *  Statuses: INVALID_ARGUMENT (NULL count, a value outside
+ *  metrale_backend_t, malformed METRALE_BACKEND or METRALE_HOST_DEVICES);
+ *  for cuda NO_DRIVER when the driver is missing or a stub (NO_DEVICE when
+ *  it has no device). A context on an ordinal >= the count is NO_DEVICE at
+ *  create. Thread-safe; no context needed. */
+metrale_status_t metrale_device_count(metrale_backend_t backend, int* count);
+
+/** *can = 1 when ctx's device can read and write peer's device memory
+ *  directly (cuDeviceCanAccessPeer; the same device, or the same context:
+ *  1), else 0; metrale_peer_access_enable then says why. Contexts of two
+ *  backends: 0. INVALID_ARGUMENT for a dead ctx or peer or NULL can;
+ *  CONTEXT_LOST when either is lost. Thread-safe. */
+metrale_status_t metrale_peer_access_query(metrale_context_t* ctx, metrale_context_t* peer,
+                                           int* can);
+/** Lets ctx's device reach peer's memory directly, one direction (call it
+ *  both ways for both): kernels launched in ctx may then dereference
+ *  peer's allocations, and peer copies go device to device without a
+ *  bounce through the host. On cuda: cuCtxEnablePeerAccess from ctx's
+ *  device's primary context to peer's, so it holds for every context of
+ *  this process on those devices and for the CUDA runtime sharing them,
+ *  until the process ends. Already enabled, the same device or the same
+ *  context: METRALE_OK, nothing to do. UNSUPPORTED, the message saying
+ *  why, when it is refused: no peer path between the devices (the driver's
+ *  answer, or METRALE_TEST_HOST_NO_PEER on the host backend), the device
+ *  already has the most peers the hardware allows, or the contexts run on
+ *  two backends. INVALID_ARGUMENT for a dead ctx or peer; CONTEXT_LOST when
+ *  either is lost. Thread-safe. */
+metrale_status_t metrale_peer_access_enable(metrale_context_t* ctx, metrale_context_t* peer);
+
+/** Copies bytes from src (memory of src_ctx) to dst (memory of dst_ctx) on
+ *  src_ctx's default stream and waits for it. Peer access is not needed (the
+ *  driver stages the copy through the host without it). src_ctx ==
+ *  dst_ctx: exactly metrale_copy_d2d. Checks as any copy, each range
+ *  against its own context: with checked pointers on in a context, a range
+ *  outside its live allocations is OUT_OF_BOUNDS; the host backend refuses
+ *  a range outside its device's memory with INVALID_ARGUMENT. Both checked
+ *  before a byte moves. Counted (d2d_copies, d2d_bytes) and traced (as
+ *  METRALE_TRACE_D2D) in src_ctx only. Statuses: INVALID_ARGUMENT (a dead
+ *  context, a bad range), OUT_OF_BOUNDS, UNSUPPORTED (contexts of two
+ *  backends), CAPTURE while src_ctx's default stream captures (a peer copy
+ *  is never recorded into a graph: the graph would outlive what it names
+ *  in the other context), CONTEXT_LOST when either context is lost,
+ *  DRIVER. From a host kernel on src_ctx's default stream:
+ *  INVALID_ARGUMENT (rule 5). Neither context may be destroyed during the
+ *  call (rule 2). Thread-safe. */
+metrale_status_t metrale_copy_peer(metrale_context_t* src_ctx, metrale_devptr_t src,
+                                   metrale_context_t* dst_ctx, metrale_devptr_t dst,
+                                   size_t bytes);
+/** As metrale_copy_peer, on `stream`, a stream of src_ctx (NULL: its
+ *  default stream; a stream of dst_ctx is INVALID_ARGUMENT), never
+ *  waiting. The copy is ordered with the work of `stream` only: order
+ *  dst_ctx's work that writes or reads dst before or after it yourself
+ *  (synchronize the streams), and do not free dst, or src, before `stream`
+ *  has passed the copy. CAPTURE, nothing recorded, while `stream` captures.
+ *  src_ctx == dst_ctx: exactly metrale_copy_d2d_async. */
+metrale_status_t metrale_copy_peer_async(metrale_context_t* src_ctx, metrale_devptr_t src,
+                                         metrale_context_t* dst_ctx, metrale_devptr_t dst,
+                                         size_t bytes, metrale_stream_t* stream);
+
+/** *native gets the driver's stream behind `stream` (NULL: the default
+ *  stream), for libraries that take one, such as NCCL or cuBLAS: on cuda
+ *  a CUstream (the same type as cudaStream_t) of ctx's device's primary
+ *  context, valid until `stream` is destroyed (the default stream: until
+ *  the context is). Work others put on it is ordered with this library's
+ *  work on that stream (metrale_stream_synchronize waits for both), but
+ *  the library does not see it: no counters, no trace, no ledger. Do not
+ *  destroy it. UNSUPPORTED on the host backend (it has no native stream);
+ *  INVALID_ARGUMENT for a dead stream or NULL native; CONTEXT_LOST once
+ *  lost. Thread-safe. */
+metrale_status_t metrale_stream_native(metrale_context_t* ctx, metrale_stream_t* stream,
+                                       void** native);
+
+/** The process-wide ledger report: live bytes of every live context of this
+ *  process, grouped by device (backend and ordinal; cuda devices first)
+ *  and, within a device, by allocation site across its contexts, largest
+ *  first: at most top_n sites per device (0 = all), only sites holding >=
+ *  min_mib MiB (0 = all; a min_mib too large for 64 bits selects none).
+ *  The text names the process id; each device line gives its bytes,
+ *  allocations and contexts, each site line its bytes as "1.0 MiB (1048576
+ *  bytes)", its allocations and file:line; a last line gives the totals.
+ *  One report per process (per rank): docs/scaling.md shows how to merge
+ *  the ranks' reports. Size query and BUFFER_TOO_SMALL as
+ *  metrale_alloc_report. INVALID_ARGUMENT for NULL needed, or NULL buf
+ *  with buflen > 0. Host-side only: answers on lost contexts too.
+ *  Thread-safe: each context's figures are read under its own lock, one
+ *  context after the other (two contexts' figures may be a moment apart);
+ *  a context destroyed meanwhile is left out, and its
+ *  metrale_context_destroy waits while the report reads that context. */
+metrale_status_t metrale_alloc_report_all(size_t top_n, size_t min_mib, char* buf, size_t buflen,
+                                          size_t* needed);
+/** The per-device ledger: *bytes and *count (count may be NULL) get the
+ *  live bytes and allocations of every live context of this process on
+ *  device `device` of `backend` (0 and 0 when there is none).
+ *  INVALID_ARGUMENT when backend is not METRALE_BACKEND_CUDA or
+ *  METRALE_BACKEND_HOST, device < 0 or bytes is NULL. Thread-safe, as
+ *  metrale_alloc_report_all. */
+metrale_status_t metrale_device_live(metrale_backend_t backend, int device, size_t* bytes,
+                                     size_t* count);
 
 #ifdef __cplusplus
 }

@@ -186,10 +186,11 @@ static void site_function_names_the_site(void** state) {
 }
 
 /* Contexts of other devices are created on their first use (on the host
- * backend any ordinal works). */
+ * backend, ordinals below METRALE_HOST_DEVICES). */
 static void second_device_gets_its_own_context(void** state) {
   (void)state;
   if (!mt_is_host(device0())) skip(); /* needs a second GPU */
+  setenv("METRALE_HOST_DEVICES", "4", 1); /* read when device 3's context is made */
   void* p = metrale_pluggable_alloc(64, 3, NULL);
   assert_non_null(p);
   metrale_context_t* c3 = NULL;

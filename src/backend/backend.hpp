@@ -235,6 +235,42 @@ class Backend {
   }
   virtual void mem_annotate_block_release(DevPtr ptr) noexcept { (void)ptr; }
 
+  // --- several devices: peers (issue 13) ----------------------------------------
+  // Why this backend's device cannot reach `peer`'s memory directly, or ""
+  // when it can (the same device always can). `peer` may be of another kind.
+  // Throws only when the driver itself fails.
+  virtual std::string peer_refusal(Backend& peer) {
+    (void)peer;
+    return "this backend has no peer access";
+  }
+  // Lets this device reach peer's memory directly (one direction). Already
+  // enabled, or the same device: nothing to do. UNSUPPORTED naming why when
+  // peer_refusal is not "".
+  virtual void peer_access_enable(Backend& peer) {
+    fail(METRALE_ERROR_UNSUPPORTED, peer_refusal(peer));
+  }
+  // Enqueues on stream s (this backend's) a copy of bytes from src (this
+  // backend's memory) to dst (dst_owner's memory). Works without peer
+  // access (the driver then stages it). Never waits; never called while s
+  // captures (core refuses first).
+  virtual void copy_peer_async(DevPtr dst, Backend& dst_owner, DevPtr src, size_t bytes,
+                               StreamHandle s) {
+    (void)dst;
+    (void)dst_owner;
+    (void)src;
+    (void)bytes;
+    (void)s;
+    fail(METRALE_ERROR_UNSUPPORTED, "this backend has no peer copies");
+  }
+
+  // The driver's own stream behind s, for libraries that take one (NCCL's
+  // cudaStream_t). UNSUPPORTED where there is none (host).
+  virtual uint64_t native_stream(StreamHandle s) {
+    (void)s;
+    fail(METRALE_ERROR_UNSUPPORTED,
+         "the host backend has no native stream: its streams run work in the caller's thread");
+  }
+
   // --- faults -----------------------------------------------------------------
   // Checks whether the device context has a sticky fault (an illegal address,
   // say). Returns "" while healthy, else a message naming the fault. Never
@@ -263,7 +299,14 @@ class Backend {
 };
 
 // Factories. Throw NO_DRIVER / NO_DEVICE / DRIVER when the backend cannot start.
-std::unique_ptr<Backend> make_host_backend();
+// device: the simulated device's ordinal, below host_device_count() (else
+// NO_DEVICE naming METRALE_HOST_DEVICES).
+std::unique_ptr<Backend> make_host_backend(int device = 0);
 std::unique_ptr<Backend> make_cuda_backend(int device);
+// How many devices each backend offers. Host: METRALE_HOST_DEVICES (1 to
+// 1024, default 1; INVALID_ARGUMENT when malformed). Cuda: the driver's
+// count; throws NO_DRIVER / NO_DEVICE / DRIVER as make_cuda_backend.
+int host_device_count();
+int cuda_device_count();
 
 }  // namespace metrale::backend

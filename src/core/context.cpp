@@ -17,7 +17,7 @@ namespace metrale::core {
 namespace {
 
 std::unique_ptr<be::Backend> open_backend(const metrale_context_options_t& o) {
-  if (o.backend == METRALE_BACKEND_HOST) return be::make_host_backend();
+  if (o.backend == METRALE_BACKEND_HOST) return be::make_host_backend(o.device);
   if (o.backend == METRALE_BACKEND_CUDA) return be::make_cuda_backend(o.device);
   try {
     auto b = be::make_cuda_backend(o.device);
@@ -32,7 +32,7 @@ std::unique_ptr<be::Backend> open_backend(const metrale_context_options_t& o) {
     if (!logged.exchange(true)) {
       log().info("backend auto: using host, because cuda is unavailable: {}", e.what());
     }
-    return be::make_host_backend();
+    return be::make_host_backend(o.device);
   }
 }
 

@@ -182,6 +182,22 @@ struct metrale_context {
   void graph_launch(metrale_graph* g, metrale_stream* s);
   void graph_destroy(metrale_graph* g);
 
+  // --- several devices (peer_ops.cpp) ---
+  // The device ordinal this context runs on (opts.device / METRALE_DEVICE).
+  int device_ordinal() const { return opts_.device; }
+  std::vector<metrale::core::SiteUsage> ledger_sites() const { return ledger_.sites_by_bytes(); }
+  // Whether this context's device can reach peer's memory directly; "" when
+  // it can, else why not. enable: UNSUPPORTED naming why when refused.
+  std::string peer_refusal(metrale_context& peer);
+  void peer_access_enable(metrale_context& peer);
+  // Copies from this context's src to dst of dst_ctx: on this context's
+  // default stream, waited for (copy_peer), or on s (copy_peer_async).
+  void copy_peer(DevPtr src, metrale_context& dst_ctx, DevPtr dst, size_t bytes);
+  void copy_peer_async(DevPtr src, metrale_context& dst_ctx, DevPtr dst, size_t bytes,
+                       metrale_stream* s);
+  // The backend's own stream behind s (metrale_stream_native).
+  uint64_t stream_native(metrale_stream* s);
+
   // --- telemetry (telemetry_ops.cpp) ---
   void counters(metrale_counters_t* c) const { counters_.snapshot(c); }
   void counters_reset() {
@@ -263,6 +279,9 @@ struct metrale_context {
   void enqueue_h2d(const void* src, size_t bytes, DevPtr dst, metrale::core::StreamObj* st, bool snapshot);
   void enqueue_d2h(DevPtr src, void* dst, size_t bytes, metrale::core::StreamObj* st);
   void enqueue_d2d(DevPtr src, DevPtr dst, size_t bytes, metrale::core::StreamObj* st);
+  void enqueue_peer(DevPtr src, metrale_context& dst_ctx, DevPtr dst, size_t bytes,
+                    metrale::core::StreamObj* st);  // peer_ops.cpp
+  void check_peer_ranges(DevPtr src, metrale_context& dst_ctx, DevPtr dst, size_t bytes) const;
   // Pinned staging of a large pageable copy (copy.cpp, core/staging): true
   // when it was staged and counted; false, nothing done, for a direct copy.
   bool stage_h2d(const void* src, size_t bytes, DevPtr dst, metrale::core::StreamObj* st);

@@ -3,8 +3,12 @@
 #include <pthread.h>
 
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "core/slot_table.hpp"
 
@@ -23,13 +27,38 @@ SlotTable<ContextEntry>& contexts() {
   return *table;
 }
 
-void fork_prepare() { contexts().fork_prepare(); }
-void fork_parent() { contexts().fork_parent(); }
+// The walk of for_each_context. A context being read by a walk is pinned;
+// take_context unregisters it (under walk_mutex) and then waits only for
+// the walks that pinned it to finish with it, never for a whole walk: a
+// destroy of one context cannot wait behind another context's locks.
+struct Walks {
+  std::mutex mutex;
+  std::condition_variable unpinned;
+  std::unordered_set<metrale_context*> live;     // registered contexts
+  std::unordered_map<metrale_context*, int> pins;  // walks reading one now
+};
+Walks& walks() {
+  static auto* w = new Walks;  // never destroyed, as the table
+  return *w;
+}
+std::mutex& walk_mutex() { return walks().mutex; }
+
+void fork_prepare() {
+  walk_mutex().lock();
+  contexts().fork_prepare();
+}
+void fork_parent() {
+  contexts().fork_parent();
+  walk_mutex().unlock();
+}
 // The child keeps the parent's memory but not its driver state (a CUDA
 // context does not survive fork): every context of the parent is dead here.
 // Its memory is left alone; freeing it would call into that driver state.
 void fork_child() {
   contexts().fork_child([](ContextEntry& e, uint64_t serial) { e.killed_by_fork = serial; });
+  walks().live.clear();  // every context of the parent is dead here
+  walks().pins.clear();  // and no walk of the parent runs here
+  walk_mutex().unlock();
 }
 
 void install_fork_handlers() {
@@ -41,7 +70,14 @@ void install_fork_handlers() {
 
 uint64_t register_context(metrale_context* ctx) {
   install_fork_handlers();
-  return contexts().insert([&](ContextEntry& e) { e.ctx = ctx; });
+  std::lock_guard<std::mutex> lock(walk_mutex());
+  walks().live.insert(ctx);  // first: it may throw bad_alloc, with nothing registered
+  try {
+    return contexts().insert([&](ContextEntry& e) { e.ctx = ctx; });
+  } catch (...) {
+    walks().live.erase(ctx);  // the table is full (OUT_OF_MEMORY)
+    throw;
+  }
 }
 
 metrale_context* find_context(uint64_t handle) noexcept {
@@ -50,9 +86,42 @@ metrale_context* find_context(uint64_t handle) noexcept {
 }
 
 metrale_context* take_context(uint64_t handle) noexcept {
+  std::unique_lock<std::mutex> lock(walk_mutex());
   metrale_context* out = nullptr;
   contexts().erase(handle, [&](ContextEntry& e) { out = e.ctx; });
+  if (out == nullptr) return nullptr;
+  Walks& w = walks();
+  w.live.erase(out);
+  w.unpinned.wait(lock, [&] { return w.pins.find(out) == w.pins.end(); });
   return out;
+}
+
+void for_each_context(const std::function<void(metrale_context&)>& fn) {
+  Walks& w = walks();
+  std::vector<metrale_context*> seen;
+  {
+    std::lock_guard<std::mutex> lock(w.mutex);
+    for (ContextEntry* e : contexts().live()) {
+      if (e->ctx != nullptr) seen.push_back(e->ctx);  // slot order
+    }
+  }
+  for (metrale_context* c : seen) {
+    {
+      std::lock_guard<std::mutex> lock(w.mutex);
+      if (w.live.count(c) == 0) continue;  // destroyed since
+      ++w.pins[c];
+    }
+    struct Unpin {
+      Walks& w;
+      metrale_context* c;
+      ~Unpin() {
+        std::lock_guard<std::mutex> lock(w.mutex);
+        if (--w.pins[c] == 0) w.pins.erase(c);
+        w.unpinned.notify_all();
+      }
+    } unpin{w, c};
+    fn(*c);
+  }
 }
 
 std::string not_a_live_context(uint64_t handle) {

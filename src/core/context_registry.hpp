@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 struct metrale_context;
@@ -28,5 +29,12 @@ metrale_context* take_context(uint64_t handle) noexcept;
 
 // Why a value is not a live context, for the message (cold path).
 std::string not_a_live_context(uint64_t handle);
+
+// Runs fn on every live context, in slot order: the process-wide ledger
+// report. A context is pinned while fn reads it: take_context unregisters
+// it at once but returns only once no fn runs on it (so it is never
+// deleted under fn). fn must not create or destroy a context. fn may
+// throw; the pin is then released.
+void for_each_context(const std::function<void(metrale_context&)>& fn);
 
 }  // namespace metrale::core

@@ -110,6 +110,15 @@ class CudaBackend final : public Backend {
   std::string probe_fault() override;
   bool may_hide_fault(const Error& e) const override;
 
+  // Peers (cuda_peers.cpp): cuDeviceCanAccessPeer, cuCtxEnablePeerAccess,
+  // cuMemcpyPeerAsync between the primary contexts of two devices.
+  std::string peer_refusal(Backend& peer) override;
+  void peer_access_enable(Backend& peer) override;
+  void copy_peer_async(DevPtr dst, Backend& dst_owner, DevPtr src, size_t bytes,
+                       StreamHandle s) override;
+  // A StreamHandle is the CUstream itself.
+  uint64_t native_stream(StreamHandle s) override { return s; }
+
  private:
   // Makes the primary context current on the calling thread when it is not.
   // Checked on every call rather than cached per thread: Go moves goroutines

@@ -10,4 +10,10 @@ std::unique_ptr<Backend> make_cuda_backend(int) {
        "cuda backend; rebuild it where the CUDA toolkit is installed");
 }
 
+int cuda_device_count() {
+  fail(METRALE_ERROR_NO_DRIVER,
+       "libmetrale_gpu was built without the CUDA toolkit headers (cuda.h), so it has no "
+       "cuda backend");
+}
+
 }  // namespace metrale::backend

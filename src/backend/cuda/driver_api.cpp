@@ -75,6 +75,9 @@ METRALE_SAME_SIGNATURE(threadExchangeStreamCaptureMode, cuThreadExchangeStreamCa
 METRALE_SAME_SIGNATURE(userObjectCreate, cuUserObjectCreate);
 METRALE_SAME_SIGNATURE(userObjectRelease, cuUserObjectRelease);
 METRALE_SAME_SIGNATURE(graphRetainUserObject, cuGraphRetainUserObject);
+METRALE_SAME_SIGNATURE(deviceCanAccessPeer, cuDeviceCanAccessPeer);
+METRALE_SAME_SIGNATURE(ctxEnablePeerAccess, cuCtxEnablePeerAccess);
+METRALE_SAME_SIGNATURE(memcpyPeerAsync, cuMemcpyPeerAsync);
 METRALE_SAME_SIGNATURE(getProcAddress, cuGetProcAddress);
 METRALE_SAME_SIGNATURE(funcGetParamInfo, cuFuncGetParamInfo);
 #undef METRALE_SAME_SIGNATURE
@@ -184,6 +187,9 @@ LoadResult load() {
   need("cuModuleUnload", &a.moduleUnload);
   need("cuModuleGetFunction", &a.moduleGetFunction);
   need("cuLaunchKernel", &a.launchKernel);
+  need("cuDeviceCanAccessPeer", &a.deviceCanAccessPeer);
+  need("cuCtxEnablePeerAccess", &a.ctxEnablePeerAccess);
+  need("cuMemcpyPeerAsync", &a.memcpyPeerAsync);
   resolve(lib, "cuGetProcAddress_v2", &a.getProcAddress);
   // Optional: without them a capture refuses copy_h2d_async (CAPTURE).
   resolve(lib, "cuThreadExchangeStreamCaptureMode", &a.threadExchangeStreamCaptureMode);

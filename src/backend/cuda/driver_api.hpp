@@ -104,6 +104,12 @@ struct DriverApi {
   CUresult(CUDAAPI* graphRetainUserObject)(CUgraph graph, CUuserObject object,
                                            unsigned int count, unsigned int flags);
 
+  // Several devices (cuda_peers.cpp).
+  CUresult(CUDAAPI* deviceCanAccessPeer)(int* can, CUdevice dev, CUdevice peer);
+  CUresult(CUDAAPI* ctxEnablePeerAccess)(CUcontext peer, unsigned int flags);
+  CUresult(CUDAAPI* memcpyPeerAsync)(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+                                     CUcontext src_ctx, size_t bytes, CUstream stream);
+
   // Optional: null when the driver lacks them.
   CUresult(CUDAAPI* getProcAddress)(const char* symbol, void** fn, int cuda_version,
                                     cuuint64_t flags,

@@ -8,11 +8,10 @@
 
 namespace metrale::backend {
 
-std::unique_ptr<Backend> make_host_backend() { return std::make_unique<host::HostBackend>(); }
-
 namespace host {
 
-HostBackend::HostBackend() : physical_memory_(physical_memory_bytes()) {
+HostBackend::HostBackend(int ordinal)
+    : physical_memory_(physical_memory_bytes()), ordinal_(ordinal) {
   // A test hook, read once: lets a suite see what a failed driver free does
   // to the layers above (the ledger must be left as it was).
   const char* v = std::getenv("METRALE_TEST_HOST_FAIL_FREE");
@@ -24,6 +23,11 @@ HostBackend::HostBackend() : physical_memory_(physical_memory_bytes()) {
   v = std::getenv("METRALE_TEST_HOST_FAIL_PINNED");
   if (v != nullptr && *v != '\0') {
     fail_pinned_at_ = parse_env_number("METRALE_TEST_HOST_FAIL_PINNED", v, UINT64_MAX);
+  }
+  // And for peers: a device without a peer path to the others.
+  v = std::getenv("METRALE_TEST_HOST_NO_PEER");
+  if (v != nullptr && *v != '\0') {
+    no_peer_ = parse_env_number("METRALE_TEST_HOST_NO_PEER", v, 1) == 1;
   }
 }
 

@@ -22,7 +22,8 @@ namespace metrale::backend::host {
 
 class HostBackend final : public Backend {
  public:
-  HostBackend();
+  // ordinal: the simulated device (METRALE_HOST_DEVICES, host_peers.cpp).
+  explicit HostBackend(int ordinal = 0);
   ~HostBackend() override;
 
   metrale_backend_t kind() const override { return METRALE_BACKEND_HOST; }
@@ -92,12 +93,22 @@ class HostBackend final : public Backend {
 
   std::string probe_fault() override { return fault_.message(); }
 
+  // Simulated devices and peers (host_peers.cpp): every pair of devices has
+  // a peer path unless METRALE_TEST_HOST_NO_PEER=1 was set at creation.
+  std::string peer_refusal(Backend& peer) override;
+  void peer_access_enable(Backend& peer) override;
+  void copy_peer_async(DevPtr dst, Backend& dst_owner, DevPtr src, size_t bytes,
+                       StreamHandle s) override;
+
  private:
   DevPtr allocate_owned(size_t bytes, size_t* reserved, RegionKind kind);
   // A live stream that may take work: not lost, handle valid.
   std::shared_ptr<HostStream> usable_stream(StreamHandle s);
 
   const size_t physical_memory_;
+  const int ordinal_;
+  // Test hook METRALE_TEST_HOST_NO_PEER=1: this device has no peer path.
+  bool no_peer_ = false;
   // Test hook METRALE_TEST_HOST_FAIL_FREE=<n>: the n-th mem_free call of
   // this backend fails with DRIVER and frees nothing (0: never).
   uint64_t fail_free_at_ = 0;

@@ -15,7 +15,7 @@ DeviceInfo HostBackend::device_info() {
   const unsigned cpus = std::thread::hardware_concurrency();
   info.sm_count = cpus == 0 ? 1 : static_cast<int>(cpus);
   info.total_memory = physical_memory_;
-  info.ordinal = 0;
+  info.ordinal = ordinal_;
   return info;
 }
 

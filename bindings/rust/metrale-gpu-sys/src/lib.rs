@@ -659,6 +659,51 @@ extern "C" {
         cap: usize,
         count: *mut usize,
     ) -> metrale_status_t;
+
+    // Several devices
+    pub fn metrale_device_count(backend: metrale_backend_t, count: *mut c_int) -> metrale_status_t;
+    pub fn metrale_peer_access_query(
+        ctx: *mut metrale_context_t,
+        peer: *mut metrale_context_t,
+        can: *mut c_int,
+    ) -> metrale_status_t;
+    pub fn metrale_peer_access_enable(
+        ctx: *mut metrale_context_t,
+        peer: *mut metrale_context_t,
+    ) -> metrale_status_t;
+    pub fn metrale_copy_peer(
+        src_ctx: *mut metrale_context_t,
+        src: metrale_devptr_t,
+        dst_ctx: *mut metrale_context_t,
+        dst: metrale_devptr_t,
+        bytes: usize,
+    ) -> metrale_status_t;
+    pub fn metrale_copy_peer_async(
+        src_ctx: *mut metrale_context_t,
+        src: metrale_devptr_t,
+        dst_ctx: *mut metrale_context_t,
+        dst: metrale_devptr_t,
+        bytes: usize,
+        stream: *mut metrale_stream_t,
+    ) -> metrale_status_t;
+    pub fn metrale_stream_native(
+        ctx: *mut metrale_context_t,
+        stream: *mut metrale_stream_t,
+        native: *mut *mut c_void,
+    ) -> metrale_status_t;
+    pub fn metrale_alloc_report_all(
+        top_n: usize,
+        min_mib: usize,
+        buf: *mut c_char,
+        buflen: usize,
+        needed: *mut usize,
+    ) -> metrale_status_t;
+    pub fn metrale_device_live(
+        backend: metrale_backend_t,
+        device: c_int,
+        bytes: *mut usize,
+        count: *mut usize,
+    ) -> metrale_status_t;
 }
 
 // The kernel-parameter packing rule and metrale_backend_name (issue 12).
