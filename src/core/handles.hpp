@@ -19,6 +19,7 @@ namespace metrale::core {
 struct StreamObj {
   metrale_context* owner = nullptr;
   backend::StreamHandle handle = 0;
+  uint64_t id = 0;  // the caller's handle value (the event log names streams by it)
   bool is_default = false;
   // A capture begun through the API is open on it (counted in the
   // context's captures_open_ until it closes).

@@ -166,6 +166,7 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
             [](const auto& a, const auto& b) { return a.seq < b.seq; });
   for (size_t i = 0; i < found.size() && i < cap; ++i) out[i] = found[i];
   *count = found.size();
+  log_scan(found);
   if (!found.empty()) {
     const auto& v = found.front();
     fail(METRALE_ERROR_REDZONE_CORRUPTED,
