@@ -3,6 +3,7 @@
  * events of one address across threads, scans, sweeps, bad input. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_support.h"
@@ -271,6 +272,64 @@ static void scans_are_logged(void** state) {
   unlink(path);
 }
 
+static void quarantine_scans_are_logged(void** state) {
+  (void)state;
+  char path[256];
+  log_path(path, sizeof path, "quarantine");
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = 16;
+  o.quarantine_bytes = 1 << 20;
+  metrale_context_t* ctx = mt_open(&o);
+  MT_OK(metrale_event_log_open(ctx, path));
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc_at(ctx, 512, "uaf.c", 21, &p));
+  MT_OK(metrale_free(ctx, p));
+  metrale_use_after_free_t u[2];
+  size_t n = 0;
+  MT_OK(metrale_quarantine_scan(ctx, u, 2, &n));
+  MT_OK(metrale_memset(ctx, p + 8, 0x5a, 1)); /* a write after the free */
+  MT_STATUS(metrale_quarantine_scan(ctx, u, 2, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_OK(metrale_event_log_close(ctx));
+  mt_close(ctx);
+  lines_t l = read_lines(path);
+  assert_non_null(find_with(&l, "\"scan\":\"quarantine\"", "\"violations\":0,"));
+  const char* bad = find_with(&l, "\"scan\":\"quarantine\"", "\"violations\":1,");
+  assert_non_null(bad);
+  assert_non_null(strstr(bad, "\"site\":\"uaf.c:21\""));
+  assert_non_null(strstr(bad, "\"first_bad_offset\":8"));
+  free_lines(&l);
+  unlink(path);
+}
+
+/* A process that never destroys its context (torch's process-wide one)
+ * still leaves every line: the writer flushes at exit. */
+static void exit_flushes_without_destroy(void** state) {
+  (void)state;
+  char path[256];
+  log_path(path, sizeof path, "exit");
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    metrale_context_options_t o = mt_options();
+    metrale_context_t* ctx = NULL;
+    metrale_devptr_t p = 0;
+    if (metrale_context_create(&o, &ctx) != METRALE_OK) _exit(3);
+    if (metrale_event_log_open(ctx, path) != METRALE_OK) _exit(4);
+    if (metrale_alloc_at(ctx, 64, "exit.c", 1, &p) != METRALE_OK) _exit(5);
+    exit(0); /* atexit handlers run; the context is never destroyed */
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 3) skip(); /* no context of this backend */
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  lines_t l = read_lines(path);
+  assert_int_equal(l.count, 2); /* open, alloc */
+  assert_non_null(find_with(&l, "\"ev\":\"alloc\"", "\"site\":\"exit.c:1\""));
+  free_lines(&l);
+  unlink(path);
+}
+
 /* Threads allocating and freeing at once: per address, sorted by seq, the
  * events alternate alloc, free, alloc, ... (a free's number is taken before
  * its memory can be handed out again). */
@@ -311,6 +370,13 @@ static void seq_orders_each_address_across_threads(void** state) {
     pthread_join(t[i], &r);
     assert_null(r);
   }
+  /* Megabytes of lines: the writer has written most out already (every
+   * 64 KiB), without a flush; at most one buffer's worth waits. */
+  FILE* f = fopen(path, "r");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  assert_true(ftell(f) > 1000000);
+  fclose(f);
   MT_OK(metrale_event_log_close(ctx));
   mt_close(ctx);
   lines_t l = read_lines(path);
@@ -347,6 +413,8 @@ int main(void) {
       cmocka_unit_test(bad_input),
       cmocka_unit_test(two_contexts_share_one_file),
       cmocka_unit_test(scans_are_logged),
+      cmocka_unit_test(quarantine_scans_are_logged),
+      cmocka_unit_test(exit_flushes_without_destroy),
       cmocka_unit_test(seq_orders_each_address_across_threads),
   };
   return MT_RUN(tests);
