@@ -143,15 +143,24 @@ def timeline(gen, script, workdir):
     legend = set(re.findall(r'<li class="series" data-series="([^"]*)"', dom))
     if drawn != sites or legend != sites:
         fail(f"series drawn {sorted(drawn)}, legend {sorted(legend)}, wanted {sorted(sites)}")
-    # The peak the page marks is the log's: live bytes summed independently here.
+    # The peak the page marks, and each series' highest point as drawn, are
+    # the log's: live bytes summed independently here.
     live, peak, owner = 0, 0, {}
+    site_live, site_peak = {}, {}
     for l in sorted(lines, key=lambda l: l["seq"]):
         if l["ev"] == "alloc":
-            owner[l["ptr"]] = l["bytes"]
+            owner[l["ptr"]] = (l["bytes"], l["site"])
             live += l["bytes"]
             peak = max(peak, live)
+            site_live[l["site"]] = site_live.get(l["site"], 0) + l["bytes"]
+            site_peak[l["site"]] = max(site_peak.get(l["site"], 0), site_live[l["site"]])
         elif l["ev"] == "free" and l["ptr"] in owner:
-            live -= owner.pop(l["ptr"])
+            b, site = owner.pop(l["ptr"])
+            live -= b
+            site_live[site] -= b
+    drawn_max = dict(re.findall(r'<path[^>]*data-series="([^"]*)"[^>]*data-max="(\d+)"', dom))
+    if {k: int(v) for k, v in drawn_max.items()} != site_peak:
+        fail(f"series drawn with highest points {drawn_max}, the log's are {site_peak}")
     m = re.search(r'<div id="peak" data-bytes="(\d+)"', dom)
     if not m or int(m.group(1)) != peak:
         fail(f"the page's peak {m.group(1) if m else None} is not the log's {peak}")

@@ -184,6 +184,7 @@ h1{font-size:18px;margin:0 0 4px} .sub{color:#555;margin-bottom:8px}
       "fill-opacity": 0.85, stroke: "none", class: "area"}, svg);
     path.dataset.series = name;
     path.dataset.points = String(P.length);
+    path.dataset.max = String(P.reduce((m, p) => Math.max(m, p.v[s]), 0));  // as drawn
     const li = document.createElement("li");
     li.className = "series";
     li.dataset.series = name;
