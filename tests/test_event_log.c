@@ -124,6 +124,25 @@ static void lines_name_fields(void** state) {
   unlink(path);
 }
 
+static void sites_are_escaped(void** state) {
+  (void)state;
+  char path[256];
+  log_path(path, sizeof path, "escape");
+  metrale_context_t* ctx = mt_open(NULL);
+  MT_OK(metrale_event_log_open(ctx, path));
+  metrale_devptr_t p = 0;
+  /* A tab, a backslash, UTF-8 (e-acute) and a byte that is not UTF-8. */
+  MT_OK(metrale_alloc_at(ctx, 64, "dir\tname\\caf\xc3\xa9\xff.c", 5, &p));
+  MT_OK(metrale_free(ctx, p));
+  MT_OK(metrale_event_log_close(ctx));
+  mt_close(ctx);
+  lines_t l = read_lines(path);
+  assert_non_null(
+      find_with(&l, "\"ev\":\"alloc\"", "\"site\":\"dir\\u0009name\\\\caf\xc3\xa9\\ufffd.c:5\""));
+  free_lines(&l);
+  unlink(path);
+}
+
 static void streams_are_named_by_handle(void** state) {
   (void)state;
   char path[256];
@@ -408,6 +427,7 @@ static void seq_orders_each_address_across_threads(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(lines_name_fields),
+      cmocka_unit_test(sites_are_escaped),
       cmocka_unit_test(streams_are_named_by_handle),
       cmocka_unit_test(env_variable_logs_and_destroy_sweeps),
       cmocka_unit_test(bad_input),

@@ -3,7 +3,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstring>
 
 #include "backend/error.hpp"
@@ -11,16 +10,32 @@
 namespace metrale::core {
 namespace {
 
+// Numbers by hand, each appended in one piece: snprintf, or a character at
+// a time, costs more than the rest of a line.
 void put_u64(std::string& s, uint64_t v) {
-  char buf[24];
-  int n = std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
-  s.append(buf, static_cast<size_t>(n));
+  char buf[20];
+  char* p = buf + sizeof buf;
+  do {
+    *--p = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  s.append(p, static_cast<size_t>(buf + sizeof buf - p));
 }
 
+// "0x..." with the quotes: 64-bit values pass JavaScript's exact integers.
 void put_hex(std::string& s, uint64_t v) {
-  char buf[24];
-  int n = std::snprintf(buf, sizeof buf, "\"0x%llx\"", static_cast<unsigned long long>(v));
-  s.append(buf, static_cast<size_t>(n));
+  static const char digits[] = "0123456789abcdef";
+  char buf[20];
+  char* p = buf + sizeof buf;
+  *--p = '"';
+  do {
+    *--p = digits[v & 0xf];
+    v >>= 4;
+  } while (v != 0);
+  *--p = 'x';
+  *--p = '0';
+  *--p = '"';
+  s.append(p, static_cast<size_t>(buf + sizeof buf - p));
 }
 
 // Length of the valid UTF-8 sequence at p (0: not valid), so file names in
@@ -39,41 +54,47 @@ size_t utf8_len(const unsigned char* p, size_t left) {
   return n;
 }
 
-// A JSON string: quotes, backslashes and control characters escaped; bytes
-// that are not UTF-8 become U+FFFD.
+// The inside of a JSON string: quotes, backslashes and control characters
+// escaped; bytes that are not UTF-8 become U+FFFD.
+void put_escaped(std::string& s, const char* text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text);
+  const auto* end = p + std::strlen(text);
+  while (p < end) {
+    // A run of plain ASCII goes in one append.
+    const unsigned char* run = p;
+    while (p < end && *p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\') ++p;
+    if (p > run) s.append(reinterpret_cast<const char*>(run), static_cast<size_t>(p - run));
+    if (p == end) break;
+    const unsigned char c = *p;
+    if (c == '"' || c == '\\') {
+      s += '\\';
+      s += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      static const char digits[] = "0123456789abcdef";
+      s += "\\u00";
+      s += digits[c >> 4];
+      s += digits[c & 0xf];
+    } else {
+      const size_t n = utf8_len(p, static_cast<size_t>(end - p));
+      if (n == 0) {
+        s += "\\ufffd";
+      } else {
+        s.append(reinterpret_cast<const char*>(p), n);
+        p += n;
+        continue;
+      }
+    }
+    ++p;
+  }
+}
+
 void put_str(std::string& s, const char* text) {
   if (text == nullptr) {
     s += "null";
     return;
   }
   s += '"';
-  const auto* p = reinterpret_cast<const unsigned char*>(text);
-  size_t left = std::strlen(text);
-  while (left > 0) {
-    const unsigned char c = *p;
-    if (c == '"' || c == '\\') {
-      s += '\\';
-      s += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      s += buf;
-    } else if (c >= 0x80) {
-      const size_t n = utf8_len(p, left);
-      if (n == 0) {
-        s += "\\ufffd";
-      } else {
-        s.append(reinterpret_cast<const char*>(p), n);
-        p += n;
-        left -= n;
-        continue;
-      }
-    } else {
-      s += static_cast<char>(c);
-    }
-    ++p;
-    --left;
-  }
+  put_escaped(s, text);
   s += '"';
 }
 
@@ -83,10 +104,16 @@ void put_site(std::string& s, const char* file, int line) {
     s += "null";
     return;
   }
-  std::string text = file;
-  text += ':';
-  text += std::to_string(line);
-  put_str(s, text.c_str());
+  s += '"';
+  put_escaped(s, file);
+  s += ':';
+  if (line < 0) {
+    s += '-';
+    put_u64(s, static_cast<uint64_t>(-static_cast<int64_t>(line)));
+  } else {
+    put_u64(s, static_cast<uint64_t>(line));
+  }
+  s += '"';
 }
 
 void put_pool(std::string& s, const EventPoolState& p) {

@@ -42,7 +42,7 @@ void metrale_context::event_log_open(const char* path, uint64_t handle) {
 EventPoolState metrale_context::event_pool_state() const {
   EventPoolState s;
   if (!pool_) return s;
-  const metrale::core::pool::PoolStats p = pool_->stats();  // takes the ledger's lock
+  const metrale::core::pool::PoolStats p = pool_->totals();  // takes the ledger's lock
   s.enabled = true;
   s.reserved = p.reserved;
   s.in_use = p.in_use;
