@@ -353,7 +353,7 @@ static void exit_flushes_without_destroy(void** state) {
  * events alternate alloc, free, alloc, ... (a free's number is taken before
  * its memory can be handed out again). */
 #define THREADS 4
-#define ROUNDS 2000
+#define ROUNDS 5000
 static void* churn(void* arg) {
   metrale_context_t* ctx = arg;
   for (int i = 0; i < ROUNDS; ++i) {

@@ -6,147 +6,52 @@
 #include <cstring>
 
 #include "backend/error.hpp"
+#include "core/event_json.hpp"
 
 namespace metrale::core {
 namespace {
 
-// Numbers by hand, each appended in one piece: snprintf, or a character at
-// a time, costs more than the rest of a line.
-void put_u64(std::string& s, uint64_t v) {
-  char buf[20];
-  char* p = buf + sizeof buf;
-  do {
-    *--p = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  s.append(p, static_cast<size_t>(buf + sizeof buf - p));
-}
+namespace js = event_json;
 
-// "0x..." with the quotes: 64-bit values pass JavaScript's exact integers.
-void put_hex(std::string& s, uint64_t v) {
-  static const char digits[] = "0123456789abcdef";
-  char buf[20];
-  char* p = buf + sizeof buf;
-  *--p = '"';
-  do {
-    *--p = digits[v & 0xf];
-    v >>= 4;
-  } while (v != 0);
-  *--p = 'x';
-  *--p = '0';
-  *--p = '"';
-  s.append(p, static_cast<size_t>(buf + sizeof buf - p));
-}
+// Bytes of a line besides its strings: head, numbers, field names, pool.
+constexpr size_t kLineFixed = 512;
 
-// Length of the valid UTF-8 sequence at p (0: not valid), so file names in
-// any encoding still make a line every JSON reader accepts.
-size_t utf8_len(const unsigned char* p, size_t left) {
-  const unsigned char c = p[0];
-  size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-  if (n == 0 || n > left) return 0;
-  for (size_t i = 1; i < n; ++i) {
-    if ((p[i] & 0xc0) != 0x80) return 0;
+// One buffer per thread, grown to the largest line seen: no allocation per
+// line once warm. Throws bad_alloc (the caller drops the line).
+char* line_buffer(size_t bytes) {
+  thread_local std::unique_ptr<char[]> buf;
+  thread_local size_t cap = 0;
+  if (bytes > cap) {
+    buf.reset(new char[bytes]);
+    cap = bytes;
   }
-  if (n == 3 && c == 0xe0 && p[1] < 0xa0) return 0;  // overlong
-  if (n == 3 && c == 0xed && p[1] >= 0xa0) return 0;  // surrogate
-  if (n == 4 && c == 0xf0 && p[1] < 0x90) return 0;  // overlong
-  if (n == 4 && c == 0xf4 && p[1] >= 0x90) return 0;  // past U+10FFFF
-  return n;
+  return buf.get();
 }
 
-// The inside of a JSON string: quotes, backslashes and control characters
-// escaped; bytes that are not UTF-8 become U+FFFD.
-void put_escaped(std::string& s, const char* text) {
-  const auto* p = reinterpret_cast<const unsigned char*>(text);
-  const auto* end = p + std::strlen(text);
-  while (p < end) {
-    // A run of plain ASCII goes in one append.
-    const unsigned char* run = p;
-    while (p < end && *p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\') ++p;
-    if (p > run) s.append(reinterpret_cast<const char*>(run), static_cast<size_t>(p - run));
-    if (p == end) break;
-    const unsigned char c = *p;
-    if (c == '"' || c == '\\') {
-      s += '\\';
-      s += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      static const char digits[] = "0123456789abcdef";
-      s += "\\u00";
-      s += digits[c >> 4];
-      s += digits[c & 0xf];
-    } else {
-      const size_t n = utf8_len(p, static_cast<size_t>(end - p));
-      if (n == 0) {
-        s += "\\ufffd";
-      } else {
-        s.append(reinterpret_cast<const char*>(p), n);
-        p += n;
-        continue;
-      }
-    }
-    ++p;
-  }
-}
-
-void put_str(std::string& s, const char* text) {
-  if (text == nullptr) {
-    s += "null";
+void put_pool(char*& p, const EventPoolState& pool) {
+  if (!pool.enabled) {
+    js::lit(p, ",\"pool\":null");
     return;
   }
-  s += '"';
-  put_escaped(s, text);
-  s += '"';
-}
-
-// "file:line" as one JSON string (null without a file).
-void put_site(std::string& s, const char* file, int line) {
-  if (file == nullptr) {
-    s += "null";
-    return;
-  }
-  s += '"';
-  put_escaped(s, file);
-  s += ':';
-  if (line < 0) {
-    s += '-';
-    put_u64(s, static_cast<uint64_t>(-static_cast<int64_t>(line)));
-  } else {
-    put_u64(s, static_cast<uint64_t>(line));
-  }
-  s += '"';
-}
-
-void put_pool(std::string& s, const EventPoolState& p) {
-  if (!p.enabled) {
-    s += ",\"pool\":null";
-    return;
-  }
-  s += ",\"pool\":{\"reserved\":";
-  put_u64(s, p.reserved);
-  s += ",\"in_use\":";
-  put_u64(s, p.in_use);
-  s += ",\"cached\":";
-  put_u64(s, p.cached);
-  s += '}';
+  js::lit(p, ",\"pool\":{\"reserved\":");
+  js::u64(p, pool.reserved);
+  js::lit(p, ",\"in_use\":");
+  js::u64(p, pool.in_use);
+  js::lit(p, ",\"cached\":");
+  js::u64(p, pool.cached);
+  *p++ = '}';
 }
 
 // The common head of every line: {"ev":..,"seq":..,"t_ns":..,"ctx":..
-void put_head(std::string& s, const char* ev, uint64_t seq, uint64_t t_ns, uint64_t ctx) {
-  s += "{\"ev\":\"";
-  s += ev;
-  s += "\",\"seq\":";
-  put_u64(s, seq);
-  s += ",\"t_ns\":";
-  put_u64(s, t_ns);
-  s += ",\"ctx\":";
-  put_hex(s, ctx);
-}
-
-// One buffer per thread: no allocation per line once it has grown.
-std::string& line_buffer() {
-  thread_local std::string buf;
-  buf.clear();
-  return buf;
+void put_head(char*& p, const char* ev, uint64_t seq, uint64_t t_ns, uint64_t ctx) {
+  js::lit(p, "{\"ev\":\"");
+  js::raw(p, ev, std::strlen(ev));
+  js::lit(p, "\",\"seq\":");
+  js::u64(p, seq);
+  js::lit(p, ",\"t_ns\":");
+  js::u64(p, t_ns);
+  js::lit(p, ",\"ctx\":");
+  js::hex(p, ctx);
 }
 
 }  // namespace
@@ -176,20 +81,21 @@ void EventLog::attach_locked(std::shared_ptr<EventSink> sink, const EventLogHead
   if (!sink || std::atomic_load(&sink_)) return;
   ctx_ = h.ctx;
   try {
-    std::string s;
-    put_head(s, "open", seq_.fetch_add(1, std::memory_order_relaxed), event_clock_ns(), h.ctx);
-    s += ",\"v\":1,\"backend\":";
-    put_str(s, h.backend);
-    s += ",\"device\":";
-    s += std::to_string(h.device);
-    s += ",\"pool\":";
-    s += h.pool ? "true" : "false";
-    s += ",\"redzone\":";
-    put_u64(s, h.redzone);
-    s += ",\"pid\":";
-    put_u64(s, static_cast<uint64_t>(::getpid()));
-    s += "}\n";
-    sink->append(s.data(), s.size());
+    char* const buf = line_buffer(kLineFixed + js::escaped_bound(h.backend));
+    char* p = buf;
+    put_head(p, "open", seq_.fetch_add(1, std::memory_order_relaxed), event_clock_ns(), h.ctx);
+    js::lit(p, ",\"v\":1,\"backend\":");
+    js::str(p, h.backend);
+    js::lit(p, ",\"device\":");
+    js::i64(p, h.device);
+    js::lit(p, ",\"pool\":");
+    js::boolean(p, h.pool);
+    js::lit(p, ",\"redzone\":");
+    js::u64(p, h.redzone);
+    js::lit(p, ",\"pid\":");
+    js::u64(p, static_cast<uint64_t>(::getpid()));
+    js::lit(p, "}\n");
+    sink->append(buf, static_cast<size_t>(p - buf));
   } catch (...) {
     // No memory for the header: the events still follow.
   }
@@ -202,10 +108,11 @@ void EventLog::close() {
   std::shared_ptr<EventSink> sink = std::atomic_load(&sink_);
   if (!sink) return;
   on_.store(false, std::memory_order_release);
-  std::string s;
-  put_head(s, "close", seq_.fetch_add(1, std::memory_order_relaxed), event_clock_ns(), ctx_);
-  s += "}\n";
-  sink->append(s.data(), s.size());
+  char buf[kLineFixed];
+  char* p = buf;
+  put_head(p, "close", seq_.fetch_add(1, std::memory_order_relaxed), event_clock_ns(), ctx_);
+  js::lit(p, "}\n");
+  sink->append(buf, static_cast<size_t>(p - buf));
   const bool ok = sink->flush();
   const uint64_t lost = sink->lost();
   const std::string path = sink->path();
@@ -237,43 +144,48 @@ EventLog::Ticket EventLog::take_ticket() noexcept {
   return t;
 }
 
-void EventLog::emit(const std::string& line) noexcept {
+void EventLog::emit(const char* line, size_t n) noexcept {
   std::shared_ptr<EventSink> sink = std::atomic_load(&sink_);
-  if (sink) sink->append(line.data(), line.size());
+  if (sink) sink->append(line, n);
 }
 
 void EventLog::mem_line(const char* ev, Ticket t, const EventMem& m,
                         const EventPoolState& pool) noexcept {
   try {
-    std::string& s = line_buffer();
-    put_head(s, ev, t.seq, t.t_ns, ctx_);
-    s += ",\"stream\":";
-    put_hex(s, m.stream);
-    s += ",\"bytes\":";
-    put_u64(s, m.bytes);
-    s += ",\"ptr\":";
+    const bool is_free = std::strcmp(ev, "free") == 0;
+    char* const buf = line_buffer(kLineFixed + js::escaped_bound(m.file) +
+                                  (is_free ? js::escaped_bound(m.free_file) : 0));
+    char* p = buf;
+    put_head(p, ev, t.seq, t.t_ns, ctx_);
+    js::lit(p, ",\"stream\":");
+    js::hex(p, m.stream);
+    js::lit(p, ",\"bytes\":");
+    js::u64(p, m.bytes);
+    js::lit(p, ",\"ptr\":");
     if (std::strcmp(ev, "oom") == 0) {
-      s += "null";
+      js::lit(p, "null");
     } else {
-      put_hex(s, m.ptr);
+      js::hex(p, m.ptr);
     }
-    s += ",\"kind\":\"";
-    s += m.kind == METRALE_ALLOC_MANAGED ? "managed" : "device";
-    s += "\",\"site\":";
-    put_site(s, m.file, m.line);
+    if (m.kind == METRALE_ALLOC_MANAGED) {
+      js::lit(p, ",\"kind\":\"managed\",\"site\":");
+    } else {
+      js::lit(p, ",\"kind\":\"device\",\"site\":");
+    }
+    js::site(p, m.file, m.line);
     // Per-allocation tags are not on the ledger yet: always null for now.
-    s += ",\"tag\":null";
-    if (std::strcmp(ev, "free") == 0) {
-      s += ",\"free_site\":";
-      put_site(s, m.free_file, m.free_line);
-      s += ",\"sweep\":";
-      s += m.sweep ? "true" : "false";
+    js::lit(p, ",\"tag\":null");
+    if (is_free) {
+      js::lit(p, ",\"free_site\":");
+      js::site(p, m.free_file, m.free_line);
+      js::lit(p, ",\"sweep\":");
+      js::boolean(p, m.sweep);
     }
-    put_pool(s, pool);
-    s += "}\n";
-    emit(s);
+    put_pool(p, pool);
+    js::lit(p, "}\n");
+    emit(buf, static_cast<size_t>(p - buf));
   } catch (...) {
-    // Out of host memory while formatting: the line is dropped.
+    // Out of host memory for the buffer: the line is dropped.
   }
 }
 
@@ -295,33 +207,37 @@ void EventLog::scan(const char* which, size_t violations,
                     const std::vector<EventScanFinding>& findings,
                     const EventPoolState& pool) noexcept {
   try {
-    std::string& s = line_buffer();
+    const size_t shown = findings.size() < kMaxScanFindings ? findings.size() : kMaxScanFindings;
+    size_t bound = kLineFixed + js::escaped_bound(which);
+    for (size_t i = 0; i < shown; ++i) bound += 128 + js::escaped_bound(findings[i].file);
+    char* const buf = line_buffer(bound);
+    char* p = buf;
     const Ticket t = take_ticket();
-    put_head(s, "scan", t.seq, t.t_ns, ctx_);
-    s += ",\"scan\":";
-    put_str(s, which);
-    s += ",\"violations\":";
-    put_u64(s, violations);
-    s += ",\"found\":[";
-    for (size_t i = 0; i < findings.size() && i < kMaxScanFindings; ++i) {
+    put_head(p, "scan", t.seq, t.t_ns, ctx_);
+    js::lit(p, ",\"scan\":");
+    js::str(p, which);
+    js::lit(p, ",\"violations\":");
+    js::u64(p, violations);
+    js::lit(p, ",\"found\":[");
+    for (size_t i = 0; i < shown; ++i) {
       const EventScanFinding& f = findings[i];
-      if (i > 0) s += ',';
-      s += "{\"ptr\":";
-      put_hex(s, f.ptr);
-      s += ",\"bytes\":";
-      put_u64(s, f.bytes);
-      s += ",\"site\":";
-      put_site(s, f.file, f.line);
-      s += ",\"first_bad_offset\":";
-      put_u64(s, f.first_bad_offset);
-      s += '}';
+      if (i > 0) *p++ = ',';
+      js::lit(p, "{\"ptr\":");
+      js::hex(p, f.ptr);
+      js::lit(p, ",\"bytes\":");
+      js::u64(p, f.bytes);
+      js::lit(p, ",\"site\":");
+      js::site(p, f.file, f.line);
+      js::lit(p, ",\"first_bad_offset\":");
+      js::u64(p, f.first_bad_offset);
+      *p++ = '}';
     }
-    s += ']';
-    put_pool(s, pool);
-    s += "}\n";
-    emit(s);
+    *p++ = ']';
+    put_pool(p, pool);
+    js::lit(p, "}\n");
+    emit(buf, static_cast<size_t>(p - buf));
   } catch (...) {
-    // Out of host memory while formatting: the line is dropped.
+    // Out of host memory for the buffer: the line is dropped.
   }
 }
 

@@ -115,7 +115,7 @@ class EventLog {
   Ticket take_ticket() noexcept;
   void attach_locked(std::shared_ptr<EventSink> sink, const EventLogHeader& header) noexcept;
   void mem_line(const char* ev, Ticket t, const EventMem& m, const EventPoolState& pool) noexcept;
-  void emit(const std::string& line) noexcept;
+  void emit(const char* line, size_t n) noexcept;
 
   std::mutex admin_mu_;  // open / attach / close / flush
   std::atomic<bool> on_{false};
