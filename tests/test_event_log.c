@@ -324,8 +324,14 @@ static void quarantine_scans_are_logged(void** state) {
  * still leaves every line: the writer flushes at exit. */
 static void exit_flushes_without_destroy(void** state) {
   (void)state;
-  char path[256];
+  char path[256], parent_path[256];
   log_path(path, sizeof path, "exit");
+  log_path(parent_path, sizeof parent_path, "exit_parent");
+  /* The parent has lines buffered at the fork: the child must not write them. */
+  metrale_context_t* parent = mt_open(NULL);
+  MT_OK(metrale_event_log_open(parent, parent_path));
+  metrale_devptr_t kept = 0;
+  MT_OK(metrale_alloc_at(parent, 64, "parent.c", 1, &kept));
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
@@ -347,6 +353,12 @@ static void exit_flushes_without_destroy(void** state) {
   assert_non_null(find_with(&l, "\"ev\":\"alloc\"", "\"site\":\"exit.c:1\""));
   free_lines(&l);
   unlink(path);
+  MT_OK(metrale_free(parent, kept));
+  mt_close(parent);
+  lines_t pl = read_lines(parent_path);
+  assert_int_equal(pl.count, 4); /* open, alloc, free, close: once each */
+  free_lines(&pl);
+  unlink(parent_path);
 }
 
 /* Threads allocating and freeing at once: per address, sorted by seq, the

@@ -62,16 +62,15 @@ metrale_context::DevPtr metrale_context::alloc_logged(size_t bytes, const char* 
   m.kind = kind;
   m.file = file != nullptr ? file : "<unknown>";
   m.line = line;
+  // The caller's value as given (no lookup, nothing to throw here): the
+  // alloc checks it, and an alloc that got this far had a live stream.
+  m.stream = s == nullptr || s == default_stream_id_ ? 0 : metrale::core::handle_id::value_of(s);
   try {
     m.ptr = alloc_unlogged(bytes, file, line, kind, s, wait_for_fill);
   } catch (const Error& e) {
-    if (e.status() == METRALE_ERROR_OUT_OF_MEMORY) {
-      m.stream = event_stream(stream_of(s));  // s was valid: OOM comes after its check
-      event_log_.oom(m, event_pool_state());
-    }
+    if (e.status() == METRALE_ERROR_OUT_OF_MEMORY) event_log_.oom(m, event_pool_state());
     throw;
   }
-  m.stream = event_stream(stream_of(s));
   event_log_.alloc(m, event_pool_state());
   return m.ptr;
 }

@@ -59,7 +59,8 @@ std::shared_ptr<EventSink> EventSink::open(const std::string& path) {
   auto key = std::make_pair(st.st_dev, st.st_ino);
   auto it = r.sinks.find(key);
   if (it != r.sinks.end()) {
-    if (auto shared = it->second.lock()) {
+    auto shared = it->second.lock();
+    if (shared && shared->pid_ == ::getpid()) {
       ::close(fd);
       return shared;
     }
@@ -75,8 +76,11 @@ std::shared_ptr<EventSink> EventSink::open(const std::string& path) {
   return sink;
 }
 
+EventSink::EventSink(std::string path, int fd)
+    : path_(std::move(path)), fd_(fd), pid_(::getpid()) {}
+
 EventSink::~EventSink() {
-  flush();
+  if (pid_ == ::getpid()) flush();
   ::close(fd_);
   // The registry's weak entry stays until a later open of the same file
   // replaces it (a dead weak_ptr is never handed out).
@@ -129,7 +133,10 @@ void EventSink::flush_all() noexcept {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     for (auto& kv : r.sinks) {
-      if (auto s = kv.second.lock()) live.push_back(std::move(s));
+      // A parent's sink in a forked child: its lines are the parent's to
+      // write (and its lock may have been held by a thread the child lacks).
+      auto s = kv.second.lock();
+      if (s && s->pid_ == ::getpid()) live.push_back(std::move(s));
     }
   }
   for (auto& s : live) s->flush();

@@ -8,7 +8,10 @@
 // flush(), when the last user closes it, and at process exit (atexit), so a
 // process that never destroys its context still leaves a complete file.
 // The mutex is a leaf: nothing else is locked while it is held.
+// fork(): a child never writes what its parent had buffered (see pid_).
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -41,11 +44,15 @@ class EventSink {
   static void flush_all() noexcept;
 
  private:
-  EventSink(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  EventSink(std::string path, int fd);
   bool write_out_locked() noexcept;
 
   const std::string path_;
   int fd_;
+  // The process that opened it. After fork() the child's copy holds the
+  // parent's buffered lines: it never writes them (the parent will), and a
+  // child opening the same file gets a sink of its own.
+  const pid_t pid_;
   mutable std::mutex mu_;
   std::string buf_;
   uint64_t lost_ = 0;
