@@ -169,8 +169,9 @@ def timeline(gen, script, workdir):
     shot = os.path.join(workdir, "timeline.png")
     if os.path.exists(shot):
         os.remove(shot)
-    run([chromium] + flags + ["--virtual-time-budget=5000", "--window-size=1200,720",
-                              f"--screenshot={shot}", url], want=0)
+    # The tool's own --screenshot (headless Chromium, as above).
+    run([sys.executable, script, log, "-o", page, "--title", "event_log_gen timeline",
+         "--screenshot", shot], want=0)
     if not os.path.exists(shot) or os.path.getsize(shot) < 5000:
         fail(f"no screenshot at {shot}")
     print(f"screenshot: {shot} ({os.path.getsize(shot)} bytes)")

@@ -7,7 +7,7 @@ allocation site (or tag), marks the peak, out-of-memory failures and scans,
 and gives the figures at any moment on hover.
 
 Usage: metrale-timeline LOG [-o OUT.html] [--by site|tag] [--top N]
-                             [--title TEXT] [--max-points N]
+                             [--title TEXT] [--max-points N] [--screenshot PNG]
 The log format is described in docs/event-log.md. Python 3 stdlib only.
 """
 import argparse
@@ -15,7 +15,11 @@ import collections
 import heapq
 import html
 import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
 OTHER = "(other sites)"
 
@@ -269,6 +273,22 @@ def render(model, title):
     return PAGE.replace("__TITLE__", html.escape(title)).replace("__DATA__", data)
 
 
+def screenshot(page, png):
+    """Draws page in headless Chromium and saves png (1200x720)."""
+    exe = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
+                if shutil.which(n)), None)
+    if exe is None:
+        raise SystemExit("metrale-timeline: --screenshot needs chromium (Debian: apt-get install chromium)")
+    with tempfile.TemporaryDirectory() as profile:
+        cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--no-first-run", "--hide-scrollbars", f"--user-data-dir={profile}",
+               "--virtual-time-budget=5000", "--window-size=1200,720",
+               f"--screenshot={os.path.abspath(png)}", "file://" + os.path.abspath(page)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 or not os.path.exists(png):
+        raise SystemExit(f"metrale-timeline: chromium failed ({p.returncode}): {p.stderr[-500:]}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="metrale-timeline", description=__doc__.split("\n")[0])
     ap.add_argument("log")
@@ -279,6 +299,8 @@ def main(argv=None):
     ap.add_argument("--title", help="page title (default: the log's name)")
     ap.add_argument("--max-points", type=int, default=4000,
                     help="samples drawn at most (the largest per interval are kept)")
+    ap.add_argument("--screenshot", metavar="PNG",
+                    help="also draw the page in headless Chromium and save it as PNG")
     a = ap.parse_args(argv)
     if a.top < 1 or a.max_points < 2:
         ap.error("--top must be >= 1 and --max-points >= 2")
@@ -290,6 +312,8 @@ def main(argv=None):
     out = a.output or a.log + ".html"
     with open(out, "w", encoding="utf-8") as f:
         f.write(render(model, a.title or f"memory timeline: {a.log}"))
+    if a.screenshot:
+        screenshot(out, a.screenshot)
     peak = model["peak"]["bytes"] if model["peak"] else 0
     print(f"metrale-timeline: wrote {out}: {len(model['series'])} series, "
           f"{len(model['points'])} points, peak {peak} bytes")
