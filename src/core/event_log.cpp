@@ -79,7 +79,7 @@ void EventLog::attach(std::shared_ptr<EventSink> sink, const EventLogHeader& h) 
 
 void EventLog::attach_locked(std::shared_ptr<EventSink> sink, const EventLogHeader& h) noexcept {
   if (!sink || std::atomic_load(&sink_)) return;
-  ctx_ = h.ctx;
+  ctx_.store(h.ctx, std::memory_order_relaxed);
   try {
     char* const buf = line_buffer(kLineFixed + js::escaped_bound(h.backend));
     char* p = buf;
@@ -110,7 +110,8 @@ void EventLog::close() {
   on_.store(false, std::memory_order_release);
   char buf[kLineFixed];
   char* p = buf;
-  put_head(p, "close", seq_.fetch_add(1, std::memory_order_relaxed), event_clock_ns(), ctx_);
+  put_head(p, "close", seq_.fetch_add(1, std::memory_order_relaxed), event_clock_ns(),
+           ctx_.load(std::memory_order_relaxed));
   js::lit(p, "}\n");
   sink->append(buf, static_cast<size_t>(p - buf));
   const bool ok = sink->flush();
@@ -156,7 +157,7 @@ void EventLog::mem_line(const char* ev, Ticket t, const EventMem& m,
     char* const buf = line_buffer(kLineFixed + js::escaped_bound(m.file) +
                                   (is_free ? js::escaped_bound(m.free_file) : 0));
     char* p = buf;
-    put_head(p, ev, t.seq, t.t_ns, ctx_);
+    put_head(p, ev, t.seq, t.t_ns, ctx_.load(std::memory_order_relaxed));
     js::lit(p, ",\"stream\":");
     js::hex(p, m.stream);
     js::lit(p, ",\"bytes\":");
@@ -213,7 +214,7 @@ void EventLog::scan(const char* which, size_t violations,
     char* const buf = line_buffer(bound);
     char* p = buf;
     const Ticket t = take_ticket();
-    put_head(p, "scan", t.seq, t.t_ns, ctx_);
+    put_head(p, "scan", t.seq, t.t_ns, ctx_.load(std::memory_order_relaxed));
     js::lit(p, ",\"scan\":");
     js::str(p, which);
     js::lit(p, ",\"violations\":");

@@ -121,7 +121,7 @@ class EventLog {
   std::atomic<bool> on_{false};
   std::shared_ptr<EventSink> sink_;  // read and written with std::atomic_load/store
   std::atomic<uint64_t> seq_{0};
-  uint64_t ctx_ = 0;
+  std::atomic<uint64_t> ctx_{0};  // the same value at every open; atomic for the readers
 };
 
 // Monotonic time in nanoseconds (CLOCK_MONOTONIC), the logs' clock.
