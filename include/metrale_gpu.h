@@ -88,7 +88,10 @@
  *    call fails (CONTEXT_LOST, DRIVER) its work was already enqueued and
  *    counted; a staged copy (staging_threshold) whose DMA or wait fails
  *    after its first piece has moved the pieces before it (not counted); a failed metrale_alloc has used up a sequence number; a host
- *    kernel that returns an error (host backend) has run.
+ *    kernel that returns an error (host backend) has run; an allocation
+ *    that fails with OUT_OF_MEMORY writes its "oom" line to an open event
+ *    log, and metrale_event_log_close closes the log even when it returns
+ *    INTERNAL (lines lost to a write error).
  *
  * 2. Handle lifetime.
  *    Every handle (context, stream, event, graph, kernel) is a value made
