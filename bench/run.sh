@@ -56,7 +56,8 @@ else
   if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" -Dtests=false || exit 1
   fi
-  ninja -C "$build" bench/bench_ledger bench/bench_ledger_core bench/bench_pool_core bench/bench_pinned || exit 1
+  ninja -C "$build" bench/bench_ledger bench/bench_ledger_core bench/bench_pool_core bench/bench_pinned \
+    bench/bench_event_log || exit 1
   # bench_pool is built only where cuda.h was found (for its raw anchors).
   pool_why="not built: meson found no cuda.h (bench_pool takes its types for the raw anchors)"
   if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^bench/bench_pool:'; then
@@ -113,6 +114,7 @@ if [ "$have_gpu" = 1 ]; then
   run_part bench_pool "$build/bench/bench_pool"
   run_part bench_ledger "$build/bench/bench_ledger" host
   run_part bench_ledger_core "$build/bench/bench_ledger_core"
+  run_part bench_event_log "$build/bench/bench_event_log" cuda
   run_part bench_pool_core "$build/bench/bench_pool_core"
   run_part bench_pinned "$build/bench/bench_pinned" cuda
   # Peer copies vs cuMemcpyPeerAsync and NCCL all-reduce (issue 13; ~10 s).
@@ -159,6 +161,7 @@ else
   label=${BENCH_LABEL:-"host backend, $(nproc)-CPU $(hostname) (no GPU)"}
   run_part bench_ledger "$build/bench/bench_ledger" host
   run_part bench_ledger_core "$build/bench/bench_ledger_core"
+  run_part bench_event_log "$build/bench/bench_event_log" host
   run_part bench_pool_core "$build/bench/bench_pool_core"
   if [ -x "$build/bench/bench_pool" ]; then
     run_part bench_pool "$build/bench/bench_pool"

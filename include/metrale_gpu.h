@@ -58,6 +58,9 @@
  *                                     NVTX (compute-sanitizer); unset: when
  *                                     a tool is attached, 1: always, 0: never;
  *                                     see "The caching pool"
+ *   METRALE_EVENT_LOG=<path>          write the allocation event log there
+ *                                     (see "The event log"; a path that
+ *                                     cannot be opened fails the create)
  *   METRALE_LOG=trace|debug|info|warn|error|critical|off   log level (read
  *                                     at library load and at each create)
  *   METRALE_TEST_HOST_FAIL_FREE=<n>   test hook, host backend only: the n-th
@@ -94,7 +97,10 @@
  *    call fails (CONTEXT_LOST, DRIVER) its work was already enqueued and
  *    counted; a staged copy (staging_threshold) whose DMA or wait fails
  *    after its first piece has moved the pieces before it (not counted); a failed metrale_alloc has used up a sequence number; a host
- *    kernel that returns an error (host backend) has run.
+ *    kernel that returns an error (host backend) has run; an allocation
+ *    that fails with OUT_OF_MEMORY writes its "oom" line to an open event
+ *    log, and metrale_event_log_close closes the log even when it returns
+ *    INTERNAL (lines lost to a write error).
  *
  * 2. Handle lifetime.
  *    Every handle (context, stream, event, graph, kernel) is a value made
@@ -1548,6 +1554,53 @@ metrale_status_t metrale_alloc_report_all(size_t top_n, size_t min_mib, char* bu
  *  metrale_alloc_report_all. */
 metrale_status_t metrale_device_live(metrale_backend_t backend, int device, size_t* bytes,
                                      size_t* count);
+/* The event log                                                       */
+/* ------------------------------------------------------------------ */
+/* On request the context writes every alloc, free, failed (out-of-memory)
+ * alloc and scan as one JSON object per line (docs/event-log.md has the
+ * full format; `metrale-replay` replays a log, `metrale-timeline` draws it).
+ * Each line has "ev" ("open", "alloc", "free", "oom", "scan", "close"),
+ * "seq" (the context's event number), "t_ns" (CLOCK_MONOTONIC, ns) and
+ * "ctx" (the context's handle value as a "0x..." string). Memory lines add
+ * "stream" (the caller's stream handle value, "0x0" for the default/NULL
+ * stream), "bytes" (as asked), "ptr" ("0x...", null on "oom"), "kind"
+ * ("device" or "managed"), "site" ("file:line" of the allocation), "tag"
+ * (null in this version) and "pool" ({"reserved","in_use","cached"} bytes
+ * from metrale_pool_stats sampled just after the event, null with the pool
+ * off); "free" lines add "free_site" (null when the free gave none) and
+ * "sweep" (true when metrale_sweep_unreleased or the context's destroy
+ * freed it). "scan" lines say which scan ("redzone" or "quarantine"), how
+ * many violations it found and up to 16 of them. Arenas and pinned host
+ * memory are not logged; a scan with nothing to check (no pads, nothing
+ * quarantined) writes no line.
+ * Order: seq orders the events of one address as they happened (a free
+ * takes its number before the memory can be handed out again), but lines
+ * of different threads may reach the file out of seq order: sort by seq.
+ * Cost: with no log open each alloc and free pays one branch; with one
+ * open, one formatted line each plus a pool-stats read, appended to a
+ * buffer written out every 64 KiB, on flush/close, at context destroy and
+ * at process exit. Contexts of one process that log to the same file share
+ * one writer (whole lines; the file is truncated at its first open). */
+
+/** Opens (creates or truncates) path and logs this context's events there,
+ *  from now until metrale_event_log_close or the context's destroy. path is
+ *  copied. INVALID_ARGUMENT when path is NULL or empty, when it cannot be
+ *  opened for writing or is not a regular file (the message has errno's
+ *  text), or when a log is already open on this context (close it first).
+ *  Works on a lost context. Thread-safe. */
+metrale_status_t metrale_event_log_open(metrale_context_t* ctx, const char* path);
+
+/** Writes a "close" line, writes out what is buffered and stops logging.
+ *  METRALE_OK when no log is open. METRALE_ERROR_INTERNAL when lines could
+ *  not be written (disk full, ...; the message says how many): the log is
+ *  closed all the same. Thread-safe; an event racing with the close is
+ *  written or dropped whole. */
+metrale_status_t metrale_event_log_close(metrale_context_t* ctx);
+
+/** Writes out the buffered lines now (the file then holds every event that
+ *  completed before the call). METRALE_OK when no log is open; INTERNAL as
+ *  metrale_event_log_close. Thread-safe. */
+metrale_status_t metrale_event_log_flush(metrale_context_t* ctx);
 
 #ifdef __cplusplus
 }

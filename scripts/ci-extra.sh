@@ -81,7 +81,8 @@ if ! skipped asan; then
     # The bindings and tour_pkgconfig link the library from outside Meson,
     # without the ASan runtime: they run in the main pass.
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      run_tests build-asan asan --no-suite bindings --no-suite examples --no-suite header
+      run_tests build-asan asan --no-suite bindings --no-suite examples --no-suite header \
+        --no-suite event_log_tools
   else
     echo "ci-extra: the ASan+UBSan build failed" >&2
     broken=1
@@ -108,6 +109,7 @@ if ! skipped valgrind; then
     # symbols runs Python and bindings run cargo/go: not this library's errors.
     METRALE_TEST_BACKEND=host METRALE_STRESS_OPS=${VALGRIND_STRESS_OPS:-50000} \
       run_tests "$main" valgrind --no-suite bindings --no-suite symbols --no-suite examples \
+      --no-suite event_log_tools \
       --timeout-multiplier 4 \
       --wrap="valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect"
   else

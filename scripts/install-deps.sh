@@ -12,6 +12,8 @@ pkg-config --exists spdlog 2>/dev/null || need+=(libspdlog-dev)
 command -v go >/dev/null || need+=(golang-go)
 command -v cc >/dev/null || need+=(gcc g++)
 command -v python3 >/dev/null || need+=(python3)
+# Headless Chromium draws metrale-timeline's page in the timeline test.
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need+=(chromium)
 # The reliability checks (scripts/ci-extra.sh): clang's libFuzzer and
 # sanitizer runtimes, and valgrind.
 command -v clang++ >/dev/null || need+=(clang)

@@ -66,6 +66,8 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
     ctx->pool_ = std::make_unique<metrale::core::pool::CachingPool>(*ctx->chunk_source_,
                                                                      &ctx->ledger_.mutex());
   }
+  // Opened before the context is published: a bad path fails the create.
+  std::shared_ptr<metrale::core::EventSink> env_log = metrale::core::event_log_from_env();
   StreamHandle h = ctx->backend_->stream_create();
   uint64_t handle = 0;
   try {
@@ -88,6 +90,7 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
     ctx->release_everything();
     throw;
   }
+  if (env_log) ctx->event_log_.attach(std::move(env_log), ctx->event_header(handle));
   metrale::core::log().debug(
       "context created on the {} backend (redzone {} bytes, checked {}, NVTX memory annotations {})",
       ctx->backend_->kind() == METRALE_BACKEND_CUDA ? "cuda" : "host", opts.redzone_bytes,
@@ -110,6 +113,7 @@ void metrale_context::release_everything() noexcept {
     }
   };
   quietly([&] { sweep(); });
+  quietly([&] { event_log_.close(); });  // after the sweep's frees; flushes the file
   if (quarantine_) release_quarantined(quarantine_->drain());
   if (backend_) staging_.release(*backend_);  // its DMAs finish before its streams go
   // The tables die with the context: no handle of it is found after this.

@@ -21,6 +21,7 @@
 #include "backend/backend.hpp"
 #include "core/bounds.hpp"
 #include "core/context_registry.hpp"
+#include "core/event_log.hpp"
 #include "core/fault_latch.hpp"
 #include "core/handles.hpp"
 #include "core/intern.hpp"
@@ -71,8 +72,14 @@ struct metrale_context {
   // --- memory (memory.cpp) ---
   // s: the stream the memory is ordered on (NULL: the default stream);
   // only pooled device memory is stream-ordered.
+  // The event log's front (event_log_ops.cpp): one branch while no log is open.
   DevPtr alloc(size_t bytes, const char* file, int line, metrale_alloc_kind_t kind,
-               metrale_stream* s = nullptr, bool wait_for_fill = true);
+               metrale_stream* s = nullptr, bool wait_for_fill = true) {
+    if (!event_log_.on()) return alloc_unlogged(bytes, file, line, kind, s, wait_for_fill);
+    return alloc_logged(bytes, file, line, kind, s, wait_for_fill);
+  }
+  DevPtr alloc_unlogged(size_t bytes, const char* file, int line, metrale_alloc_kind_t kind,
+                        metrale_stream* s, bool wait_for_fill);
   void free(DevPtr ptr, const char* file = nullptr, int line = 0);
 
   // --- the caching pool (pool_ops.cpp) ---
@@ -98,6 +105,12 @@ struct metrale_context {
   size_t pinned_pool_trim(size_t keep_bytes);
   // Hits, misses, cached bytes and blocks of the pinned pool. Thread-safe.
   metrale::core::PinnedCache::Stats pinned_pool_stats() const { return pinned_cache_.stats(); }
+
+  // --- the event log (event_log_ops.cpp, core/event_log.hpp) ---
+  // handle: this context's handle value (the log names it).
+  void event_log_open(const char* path, uint64_t handle);
+  void event_log_close() { event_log_.close(); }
+  void event_log_flush() { event_log_.flush(); }
 
   // --- ledger queries (ledger_queries.cpp) ---
   size_t live_bytes() const { return ledger_.live_bytes(); }
@@ -212,6 +225,28 @@ struct metrale_context {
 
  private:
   explicit metrale_context(const metrale_context_options_t& opts);
+
+  // Event-log hooks: one branch while no log is open; the slow halves take
+  // the pool's stats (and so the ledger's lock): never call them with it held.
+  DevPtr alloc_logged(size_t bytes, const char* file, int line, metrale_alloc_kind_t kind,
+                      metrale_stream* s, bool wait_for_fill);
+  void log_free(metrale::core::EventLog::Ticket tk, const metrale::core::LedgerEntry& e,
+                DevPtr ptr, const metrale::core::StreamObj* st, const char* file, int line,
+                bool sweep = false) {
+    if (event_log_.on()) log_free_slow(tk, e, ptr, st, file, line, sweep);
+  }
+  void log_free_slow(metrale::core::EventLog::Ticket tk, const metrale::core::LedgerEntry& e,
+                     DevPtr ptr, const metrale::core::StreamObj* st, const char* file, int line,
+                     bool sweep);
+  template <class Found>
+  void log_scan(const std::vector<Found>& found) {
+    if (event_log_.on()) log_scan_slow(found);
+  }
+  void log_scan_slow(const std::vector<metrale_redzone_violation_t>& found);
+  void log_scan_slow(const std::vector<metrale_use_after_free_t>& found);
+  metrale::core::EventPoolState event_pool_state() const;
+  metrale::core::EventLogHeader event_header(uint64_t handle) const;
+  static uint64_t event_stream(const metrale::core::StreamObj* st);
 
   // Handle checks: the object behind a caller's handle value. NULL stream =
   // default; a destroyed handle, another context's or another kind's, or a
@@ -432,8 +467,12 @@ struct metrale_context {
   // pool's chunk source annotates chunks and blocks. Set once at create.
   bool annotate_memory_ = false;
   metrale::core::staging::Stager staging_{opts_};  // released in release_everything
+  metrale::core::EventLog event_log_;  // METRALE_EVENT_LOG / metrale_event_log_open
 };
 
 namespace metrale::core {
 using Context = ::metrale_context;
+// The sink METRALE_EVENT_LOG names (nullptr: unset); INVALID_ARGUMENT naming
+// the variable when it cannot be opened (event_log_ops.cpp).
+std::shared_ptr<EventSink> event_log_from_env();
 }  // namespace metrale::core

@@ -19,6 +19,7 @@ namespace metrale::core {
 struct StreamObj {
   metrale_context* owner = nullptr;
   backend::StreamHandle handle = 0;
+  uint64_t id = 0;  // the caller's handle value (the event log names streams by it)
   bool is_default = false;
   // Made by metrale_stream_wrap around a native stream (native: its key in
   // the context's wrap table).

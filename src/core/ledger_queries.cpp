@@ -85,6 +85,7 @@ size_t metrale_context::sweep() {
   for (const auto& entry : entries) {
     const uint64_t ptr = entry.first;
     metrale::core::LedgerEntry taken;
+    const metrale::core::EventLog::Ticket tk = event_log_.ticket();
     if (!ledger_.take(ptr, &taken)) continue;  // freed meanwhile by another thread
     ++swept;
     if (bounds_) bounds_->remove(ptr);
@@ -95,6 +96,7 @@ size_t metrale_context::sweep() {
       std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
       count_free_held(taken.bytes);
     }
+    log_free(tk, taken, ptr, nullptr, nullptr, 0, /*sweep=*/true);
     // On a lost context the free may fail too; the entry is gone either way.
     try {
       release_memory(ptr, taken);

@@ -17,7 +17,7 @@ constexpr size_t kLargeAlloc = 32ull * 1024 * 1024;
 
 }  // namespace
 
-metrale_context::DevPtr metrale_context::alloc(size_t bytes, const char* file, int line,
+metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char* file, int line,
                                                metrale_alloc_kind_t kind, metrale_stream* s,
                                                bool wait_for_fill) {
   fault_.check();
@@ -219,6 +219,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
                                 int line) {
   fault_.check();
   if (ptr == 0) return;
+  const metrale::core::EventLog::Ticket tk = event_log_.ticket();  // before the memory can move
   metrale::core::LedgerEntry e;
   if (pool_ && !bounds_ && !quarantine_ &&
       captures_open_.load(std::memory_order_acquire) == 0) {
@@ -237,7 +238,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
       }
     }
     if (!taken) refuse_free(ptr);
-    if (done) return;
+    if (done) return log_free(tk, e, ptr, st, file, line);
   } else if (!ledger_.take(ptr, &e)) {
     // Off the ledger first: of two threads freeing ptr at once exactly one
     // takes it, and only that one calls the backend (never a double free).
@@ -277,6 +278,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
     if (bounded) bounds_->add(ptr, region);
     throw;
   }
+  log_free(tk, e, ptr, st, file, line);
   std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
   count_free_held(e.bytes);
 }

@@ -117,6 +117,7 @@ void metrale_context::quarantine_scan(metrale_use_after_free_t* out, size_t cap,
   const std::vector<metrale_use_after_free_t> found = find_use_after_free();
   for (size_t i = 0; i < found.size() && i < cap; ++i) out[i] = found[i];
   *count = found.size();
+  log_scan(found);
   if (found.empty()) return;
   const metrale_use_after_free_t& u = found.front();
   fail(METRALE_ERROR_REDZONE_CORRUPTED,

@@ -167,6 +167,7 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
             [](const auto& a, const auto& b) { return a.seq < b.seq; });
   for (size_t i = 0; i < found.size() && i < cap; ++i) out[i] = found[i];
   *count = found.size();
+  log_scan(found);
   if (!found.empty()) {
     const auto& v = found.front();
     // Its tag (core/tags.hpp) when it is still live (a quarantined block is not).

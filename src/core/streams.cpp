@@ -44,6 +44,7 @@ metrale_stream* metrale_context::stream_create() {
         });
       },
       [&] { backend_->stream_destroy(h); });
+  if (StreamObj* o = streams_.find(v)) o->id = v;  // before the caller has the handle
   return handle_from<metrale_stream>(v);
 }
 

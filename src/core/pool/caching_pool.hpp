@@ -99,6 +99,9 @@ class CachingPool {
   void set_stream(Block* b, StreamId stream);
 
   PoolStats stats() const;
+  // The same without largest_free (left 0), which walks every stream's bins:
+  // for readers on a hot path (the event log samples it at every event).
+  PoolStats totals() const;
   void reset_peak();
 
  private:

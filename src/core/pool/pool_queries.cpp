@@ -17,6 +17,13 @@ PoolStats CachingPool::stats() const {
   return s;
 }
 
+PoolStats CachingPool::totals() const {
+  std::lock_guard<FastMutex> lock(mu_);
+  PoolStats s = st_;
+  s.cached = s.reserved - s.in_use;
+  return s;
+}
+
 void CachingPool::reset_peak() {
   std::lock_guard<FastMutex> lock(mu_);
   st_.peak_in_use = st_.in_use;

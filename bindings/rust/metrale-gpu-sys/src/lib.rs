@@ -747,4 +747,8 @@ extern "C" {
         sizes: *const usize,
         nparams: usize,
     ) -> metrale_status_t;
+    // The event log (docs/event-log.md).
+    pub fn metrale_event_log_open(ctx: *mut metrale_context_t, path: *const c_char) -> metrale_status_t;
+    pub fn metrale_event_log_close(ctx: *mut metrale_context_t) -> metrale_status_t;
+    pub fn metrale_event_log_flush(ctx: *mut metrale_context_t) -> metrale_status_t;
 }
