@@ -143,6 +143,36 @@ static void sites_are_escaped(void** state) {
   unlink(path);
 }
 
+/* An allocation's tag (metrale_tag_push) is on its alloc and its free line,
+ * even when the free runs under another tag; untagged ones say null. */
+static void tags_are_logged(void** state) {
+  (void)state;
+  char path[256];
+  log_path(path, sizeof path, "tags");
+  metrale_context_t* ctx = mt_open(NULL);
+  MT_OK(metrale_event_log_open(ctx, path));
+  metrale_devptr_t tagged = 0, plain = 0;
+  MT_OK(metrale_tag_push("encoder.attn \"q\""));
+  MT_OK(metrale_alloc_at(ctx, 96, "tagged.c", 1, &tagged));
+  MT_OK(metrale_tag_pop());
+  MT_OK(metrale_alloc_at(ctx, 32, "plain.c", 2, &plain));
+  MT_OK(metrale_tag_push("optimizer"));
+  MT_OK(metrale_free(ctx, tagged));
+  MT_OK(metrale_tag_pop());
+  MT_OK(metrale_free(ctx, plain));
+  MT_OK(metrale_event_log_close(ctx));
+  mt_close(ctx);
+  lines_t l = read_lines(path);
+  const char* want = "\"tag\":\"encoder.attn \\\"q\\\"\"";
+  assert_non_null(find_with(&l, "\"ev\":\"alloc\"", want));
+  assert_non_null(find_with(&l, "\"ev\":\"free\"", want));
+  assert_int_equal(count_with(&l, "tagged.c:1", want), 2);
+  assert_int_equal(count_with(&l, "plain.c:2", "\"tag\":null"), 2);
+  assert_int_equal(count_with(&l, "\"tag\":\"optimizer\"", NULL), 0);
+  free_lines(&l);
+  unlink(path);
+}
+
 static void streams_are_named_by_handle(void** state) {
   (void)state;
   char path[256];
@@ -443,6 +473,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(lines_name_fields),
       cmocka_unit_test(sites_are_escaped),
+      cmocka_unit_test(tags_are_logged),
       cmocka_unit_test(streams_are_named_by_handle),
       cmocka_unit_test(env_variable_logs_and_destroy_sweeps),
       cmocka_unit_test(bad_input),

@@ -155,7 +155,8 @@ void EventLog::mem_line(const char* ev, Ticket t, const EventMem& m,
   try {
     const bool is_free = std::strcmp(ev, "free") == 0;
     char* const buf = line_buffer(kLineFixed + js::escaped_bound(m.file) +
-                                  (is_free ? js::escaped_bound(m.free_file) : 0));
+                                  (is_free ? js::escaped_bound(m.free_file) : 0) +
+                                  (m.tag != nullptr ? js::escaped_bound(m.tag) : 0));
     char* p = buf;
     put_head(p, ev, t.seq, t.t_ns, ctx_.load(std::memory_order_relaxed));
     js::lit(p, ",\"stream\":");
@@ -174,8 +175,12 @@ void EventLog::mem_line(const char* ev, Ticket t, const EventMem& m,
       js::lit(p, ",\"kind\":\"device\",\"site\":");
     }
     js::site(p, m.file, m.line);
-    // Per-allocation tags are not on the ledger yet: always null for now.
-    js::lit(p, ",\"tag\":null");
+    js::lit(p, ",\"tag\":");
+    if (m.tag != nullptr) {
+      js::str(p, m.tag);
+    } else {
+      js::lit(p, "null");
+    }
     if (is_free) {
       js::lit(p, ",\"free_site\":");
       js::site(p, m.free_file, m.free_line);

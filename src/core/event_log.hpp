@@ -66,6 +66,7 @@ struct EventMem {
   const char* free_file = nullptr;  // frees: the free's site (nullptr: none given)
   int free_line = 0;
   bool sweep = false;  // frees: by metrale_sweep_unreleased / context destroy
+  const char* tag = nullptr;  // the allocation's tag (metrale_tag_push); nullptr: none
 };
 
 class EventLog {

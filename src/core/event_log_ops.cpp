@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/context.hpp"
+#include "core/tags.hpp"
 
 using metrale::Error;
 using metrale::core::EventMem;
@@ -62,6 +63,8 @@ metrale_context::DevPtr metrale_context::alloc_logged(size_t bytes, const char* 
   m.kind = kind;
   m.file = file != nullptr ? file : "<unknown>";
   m.line = line;
+  // The thread's tag now is the one the ledger entry gets (Ledger::record_locked).
+  m.tag = metrale::core::tags::name(metrale::core::tags::current());
   // The caller's value as given (no lookup, nothing to throw here): the
   // alloc checks it, and an alloc that got this far had a live stream.
   m.stream = s == nullptr || s == default_stream_id_ ? 0 : metrale::core::handle_id::value_of(s);
@@ -89,6 +92,7 @@ void metrale_context::log_free_slow(metrale::core::EventLog::Ticket tk,
   m.free_file = file;
   m.free_line = line;
   m.sweep = sweep;
+  m.tag = metrale::core::tags::name(e.tag);
   event_log_.free(tk, m, event_pool_state());
 }
 
