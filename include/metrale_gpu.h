@@ -1565,7 +1565,7 @@ metrale_status_t metrale_device_live(metrale_backend_t backend, int device, size
  * "stream" (the caller's stream handle value, "0x0" for the default/NULL
  * stream), "bytes" (as asked), "ptr" ("0x...", null on "oom"), "kind"
  * ("device" or "managed"), "site" ("file:line" of the allocation), "tag"
- * (null in this version) and "pool" ({"reserved","in_use","cached"} bytes
+ * (the allocation's metrale_tag_push tag, null when none) and "pool" ({"reserved","in_use","cached"} bytes
  * from metrale_pool_stats sampled just after the event, null with the pool
  * off); "free" lines add "free_site" (null when the free gave none) and
  * "sweep" (true when metrale_sweep_unreleased or the context's destroy
