@@ -31,7 +31,10 @@ else
 fi
 export PKG_CONFIG_PATH="$build/meson-uninstalled"
 
-flags=$(pkg-config --cflags --libs metrale_gpu_static)
+# The build tree's .pc holds absolute paths (its dependencies' folders as
+# Meson found them): a PKG_CONFIG_SYSROOT_DIR (the GPU machine's unpacked
+# spdlog and fmt) would prefix them a second time.
+flags=$(env -u PKG_CONFIG_SYSROOT_DIR pkg-config --cflags --libs metrale_gpu_static)
 echo "built with: cc tour.c $flags"
 # shellcheck disable=SC2086
 cc -std=c11 -Wall -Wextra -Werror "$src/examples/tour.c" $flags -o "$work/tour"

@@ -64,6 +64,12 @@ if missing; then
 fi
 export LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export METRALE_BACKEND="$backend" METRALE_TEST_KERNELS="$kernels"
+# header_drift asks pkg-config for the header of the library it runs
+# against: this build's. Its .pc files carry absolute paths, which a
+# PKG_CONFIG_SYSROOT_DIR (set by .gpu-deps/unpack-deps.sh for spdlog and fmt)
+# would prefix, so the sysroot is not passed on.
+export PKG_CONFIG_PATH="$build/meson-uninstalled${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+unset PKG_CONFIG_SYSROOT_DIR
 echo "gpu-bindings-run: backend $backend, library $(readlink -f "$build/libmetrale_gpu.so.0")"
 
 passed=0
