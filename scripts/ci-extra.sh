@@ -46,10 +46,11 @@ setup_once() {
 # unsanitized builds fold the comparison away, sanitized ones do not link.)
 build_suites() {
   local targets
-  # (tests/lib*.so: modules a suite loads, e.g. the fake NVTX tool)
+  # (tests/lib*.so: modules a suite loads, e.g. the fake NVTX tool;
+  # tests/write_report: the program multi_merge_ledger_reports runs)
   targets=$(ninja -C "$1" -t targets all |
-    sed -n 's/^\(tests\/test_[a-z_]*\|tests\/lib[a-z_]*\.so\|libmetrale_gpu\.so[.0-9]*\): .*/\1/p' |
-    grep -E "^lib|^tests/lib|^tests/test_(${2:-.*})\$")
+    sed -n 's/^\(tests\/test_[a-z_]*\|tests\/lib[a-z_]*\.so\|tests\/write_report\|libmetrale_gpu\.so[.0-9]*\): .*/\1/p' |
+    grep -E "^lib|^tests/lib|^tests/write_report|^tests/test_(${2:-.*})\$")
   # shellcheck disable=SC2086
   ninja -C "$1" -j "$jobs" $targets >/dev/null
 }
