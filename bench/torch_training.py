@@ -226,8 +226,10 @@ def write(rows, checks, args):
     meta = {"date": date.isoformat(timespec="seconds"), "hostname": socket.gethostname(),
             "device_name": example.get("device"), "torch_version": example.get("torch_version"),
             "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds,
-            "git_commit": subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                                         capture_output=True, text=True).stdout.strip(),
+            # As bench/run.sh: BENCH_GIT_COMMIT where the tree has no (or a stale) .git.
+            "git_commit": os.environ.get("BENCH_GIT_COMMIT") or subprocess.run(
+                ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                capture_output=True, text=True).stdout.strip(),
             "checks_failed": checks}
     stem = os.path.join(args.out, f"{date:%Y-%m-%d}-torch-training-{socket.gethostname()}")
     with open(stem + ".json", "w") as f:
