@@ -427,6 +427,26 @@ void merge_across_owners() {
   CHECK_EQ(src.allocs, 2u);
 }
 
+// A large request that misses its exact bin first merges the stream's
+// binned blocks: two freed 4 MiB neighbours make the 8 MiB asked, and the
+// whole 16 MiB block elsewhere stays whole (it used to be split, which made
+// a training trace's pool grow step after step).
+void large_miss_merges_bins_first() {
+  FakeChunkSource src;
+  PoolByAddress pool(src);
+  DevPtr p[5];
+  for (DevPtr& x : p) x = pool.allocate(4 * MiB, S1);  // one 20 MiB chunk, full
+  CHECK_EQ(p[1], p[0] + 4 * MiB);
+  const DevPtr other = pool.allocate(4 * MiB, S1);      // a second chunk: 4 + 16 free
+  CHECK_EQ(src.allocs, 2u);
+  CHECK(pool.free(p[1]));
+  CHECK(pool.free(p[2]));                               // both binned, not merged
+  CHECK_EQ(pool.allocate(8 * MiB, S1), p[1]);
+  CHECK_EQ(pool.stats().largest_free, 16 * MiB);
+  CHECK_EQ(src.allocs, 2u);
+  (void)other;
+}
+
 void threads() {
   FakeChunkSource src;
   PoolByAddress pool(src);
@@ -497,6 +517,7 @@ int main(int argc, char** argv) {
       {"record_stream", record_stream},
       {"split_and_coalesce", split_and_coalesce},
       {"merge_across_owners", merge_across_owners},
+      {"large_miss_merges_bins_first", large_miss_merges_bins_first},
       {"trim", trim},
       {"oom_retry", oom_retry},
       {"random_model", random_model},
