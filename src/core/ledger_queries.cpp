@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/context.hpp"
+#include "core/usage_report.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 
@@ -38,37 +39,12 @@ void metrale_context::live_allocations(metrale_allocation_t* out, size_t cap,
 
 void metrale_context::alloc_report(size_t top_n, size_t min_mib, char* buf, size_t buflen,
                                    size_t* needed) const {
-  auto sites = ledger_.sites_by_bytes();
-  std::string text = "live device memory by site (";
-  text += top_n == 0 ? std::string("all sites") : "top " + std::to_string(top_n);
-  text += ", >= " + std::to_string(min_mib) + " MiB):\n";
-  uint64_t total_bytes = 0, total_count = 0;
-  size_t shown = 0;
-  // min_mib MiB may not fit in 64 bits (min_mib >= 2^44): no site can hold
-  // that much, so none qualifies, rather than the product wrapping to a
-  // small threshold that lets every site through.
-  constexpr uint64_t kMiB = 1024 * 1024;
-  const bool none_qualifies = static_cast<uint64_t>(min_mib) > UINT64_MAX / kMiB;
-  const uint64_t min_bytes = none_qualifies ? UINT64_MAX : static_cast<uint64_t>(min_mib) * kMiB;
-  for (const auto& s : sites) {
-    total_bytes += s.bytes;
-    total_count += s.count;
-    if (none_qualifies || (top_n != 0 && shown >= top_n) || s.bytes < min_bytes) continue;
-    ++shown;
-    text += "  " + human_bytes(s.bytes) + " in " + plural(s.count, "allocation") + " at " +
-            metrale::core::site_text(s.file, s.line) + "\n";
+  std::vector<metrale::core::UsageRow> rows;
+  for (const auto& s : ledger_.sites_by_bytes()) {
+    rows.push_back({s.bytes, s.count, " at " + metrale::core::site_text(s.file, s.line)});
   }
-  text += "total: " + human_bytes(total_bytes) + " in " + plural(total_count, "allocation") + "\n";
-  *needed = text.size() + 1;
-  if (buflen == 0) return;
-  size_t n = text.size() < buflen - 1 ? text.size() : buflen - 1;
-  std::memcpy(buf, text.data(), n);
-  buf[n] = '\0';
-  if (buflen < *needed) {
-    fail(METRALE_ERROR_BUFFER_TOO_SMALL, "buf holds " + std::to_string(buflen) +
-                                             " bytes, the report needs " +
-                                             std::to_string(*needed) + " (text truncated)");
-  }
+  metrale::core::copy_report(metrale::core::usage_report("site", top_n, min_mib, rows), buf,
+                             buflen, needed);
 }
 
 // Exact under concurrent free and alloc: only what take() removed is
