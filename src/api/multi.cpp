@@ -1,10 +1,6 @@
 // Several devices: the device count, peer access, peer copies and the
 // process-wide ledger report (issue 13).
-#include <cstdlib>
-#include <cstring>
-
 #include "api/guard.hpp"
-#include "backend/backend.hpp"
 #include "core/options.hpp"
 #include "core/process_report.hpp"
 #include "core/raw_enum.hpp"
@@ -13,51 +9,10 @@ using metrale::api::guarded;
 using metrale::api::live;
 using metrale::api::require;
 
-namespace {
-
-// The backend metrale_context_create would pick for opts.backend = b:
-// METRALE_BACKEND overrides it, as there.
-// raw: the caller's value read as an int (raw_enum), never loaded as the
-// enum before it is known to be one (UBSan's -fsanitize=enum).
-metrale_backend_t effective_backend(int raw) {
-  if (raw != METRALE_BACKEND_AUTO && raw != METRALE_BACKEND_CUDA && raw != METRALE_BACKEND_HOST) {
-    metrale::fail(METRALE_ERROR_INVALID_ARGUMENT,
-                  "backend is " + std::to_string(raw) + ", not a metrale_backend_t");
-  }
-  const char* v = std::getenv("METRALE_BACKEND");
-  if (v == nullptr || *v == '\0') return static_cast<metrale_backend_t>(raw);
-  if (std::strcmp(v, "auto") == 0) return METRALE_BACKEND_AUTO;
-  if (std::strcmp(v, "cuda") == 0) return METRALE_BACKEND_CUDA;
-  if (std::strcmp(v, "host") == 0) return METRALE_BACKEND_HOST;
-  metrale::fail(METRALE_ERROR_INVALID_ARGUMENT,
-                std::string("METRALE_BACKEND='") + v + "' is malformed: expected auto, cuda or host");
-}
-
-int device_count(int raw) {
-  namespace be = metrale::backend;
-  switch (effective_backend(raw)) {
-    case METRALE_BACKEND_CUDA:
-      return be::cuda_device_count();
-    case METRALE_BACKEND_HOST:
-      return be::host_device_count();
-    default:
-      break;
-  }
-  try {
-    const int n = be::cuda_device_count();
-    if (n > 0) return n;
-  } catch (const metrale::Error& e) {
-    if (e.status() != METRALE_ERROR_NO_DRIVER && e.status() != METRALE_ERROR_NO_DEVICE) throw;
-  }
-  return be::host_device_count();
-}
-
-}  // namespace
-
 METRALE_API metrale_status_t metrale_device_count(metrale_backend_t backend, int* count) {
   return guarded([&] {
     require(count, "count");
-    const int n = device_count(metrale::core::raw_enum(backend));
+    const int n = metrale::core::device_count(metrale::core::raw_enum(backend));
     *count = n;
   });
 }

@@ -109,6 +109,15 @@ void check_staging(const metrale_context_options_t& o) {
 
 }  // namespace
 
+metrale_backend_t backend_from_env(metrale_backend_t b) {
+  const char* v = env("METRALE_BACKEND");
+  if (v == nullptr) return b;
+  if (std::strcmp(v, "auto") == 0) return METRALE_BACKEND_AUTO;
+  if (std::strcmp(v, "cuda") == 0) return METRALE_BACKEND_CUDA;
+  if (std::strcmp(v, "host") == 0) return METRALE_BACKEND_HOST;
+  malformed("METRALE_BACKEND", v, "auto, cuda or host");
+}
+
 metrale_context_options_t resolve_options(const metrale_context_options_t* given) {
   metrale_context_options_t o;
   default_options(&o);
@@ -138,12 +147,7 @@ metrale_context_options_t resolve_options(const metrale_context_options_t* given
     }
   }
 
-  if (const char* v = env("METRALE_BACKEND")) {
-    if (std::strcmp(v, "auto") == 0) o.backend = METRALE_BACKEND_AUTO;
-    else if (std::strcmp(v, "cuda") == 0) o.backend = METRALE_BACKEND_CUDA;
-    else if (std::strcmp(v, "host") == 0) o.backend = METRALE_BACKEND_HOST;
-    else malformed("METRALE_BACKEND", v, "auto, cuda or host");
-  }
+  o.backend = backend_from_env(o.backend);
   if (const char* v = env("METRALE_DEVICE")) {
     o.device = static_cast<int>(env_u64("METRALE_DEVICE", v, std::numeric_limits<int>::max()));
   }
