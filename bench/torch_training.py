@@ -117,6 +117,7 @@ def child(config, steps, warmup, out_path):
         result["peak_reserved_bytes"] = stats["reserved_bytes"]
         result["peak_in_use_bytes"] = stats["peak_in_use_bytes"]
         result["pool"] = stats
+        result["counters"] = ctx.counters()
         result["live_count"] = ctx.live_count()
         result["report_by_tag"] = ctx.report_by_tag(top_n=20)
         result["report_by_site"] = ctx.report(top_n=5)
@@ -190,6 +191,16 @@ def summarize(runs, errors):
                     v = x["violations"][0]
                     checks.append(f"{config}: {len(x['violations'])} red-zone violation(s); "
                                   f"first: tag {v['tag']} at {v['file']}:{v['line']}")
+    # Every config replays the same seeded shapes, so step i of round r has
+    # the same tensor sizes in every config: the per-step ratio against the
+    # anchor's same step removes the spread that the changing shapes cause.
+    anchor_runs = runs.get(ANCHOR) or []
+    for config, r in rows.items():
+        if config == ANCHOR:
+            continue
+        ratios = [a / b for mine, ref in zip(runs[config], anchor_runs)
+                  for a, b in zip(mine["step_ms"], ref["step_ms"]) if b > 0]
+        r["paired_ratio"] = statistics.median(ratios) if ratios else None
     return rows, checks
 
 
@@ -208,6 +219,11 @@ def write(rows, checks, args):
                "variant": config, "side": side, "unit": "bytes",
                "median": r["peak_reserved_bytes"], "peak_in_use_bytes": r["peak_in_use_bytes"],
                "program": "torch_training"}
+        step["round_medians"] = r["round_medians_ms"]
+        if config != ANCHOR:
+            step["pool"] = r["example"].get("pool")
+        if r.get("paired_ratio") is not None:
+            step["paired_ratio_median"] = r["paired_ratio"]
         if anchor and config != ANCHOR:
             step["raw_ref"] = f"training/torch/step_time/{ANCHOR}"
             step["ratio"] = r["median_ms"] / anchor["median_ms"]
@@ -240,8 +256,10 @@ def write(rows, checks, args):
           f"- a 4-layer transformer (d=512, vocab 4096), batch 8-32 x seq 64-256 changing every "
           f"step; {args.steps} steps after {args.warmup} warm-up, {args.rounds} rounds per "
           f"config (ABC order), each config in its own process; module-tag hooks in all configs",
-          "", "| row | median | p10–p90 | vs torch | peak reserved | vs torch | goal | met |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "- vs torch: ratio of the medians; paired: median over steps of this step's time over "
+          "torch's time for the same step (same round, same shapes)",
+          "", "| row | median | p10–p90 | vs torch | paired | peak reserved | vs torch | goal | met |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for config, r in rows.items():
         ratio = f"{r['median_ms'] / anchor['median_ms']:.3f}×" if anchor and config != ANCHOR else ""
         mratio = (f"{r['peak_reserved_bytes'] / max(1, anchor['peak_reserved_bytes']):.3f}×"
@@ -251,7 +269,8 @@ def write(rows, checks, args):
         if config == "library_pool" and anchor:
             met = "met" if r["median_ms"] / anchor["median_ms"] <= 1.02 else "**missed**"
         md.append(f"| training/torch/{config} | {r['median_ms']:.2f} ms | {r['p10_ms']:.2f}–"
-                  f"{r['p90_ms']:.2f} ms | {ratio} | {mib(r['peak_reserved_bytes'])} | {mratio} "
+                  f"{r['p90_ms']:.2f} ms | {ratio} | "
+                  f"{'' if r.get('paired_ratio') is None else format(r['paired_ratio'], '.3f') + '×'} | {mib(r['peak_reserved_bytes'])} | {mratio} "
                   f"| {goal} | {met} |")
     for config in ("library_pool_rz64", "library_pool"):
         if config in rows:
@@ -260,6 +279,14 @@ def write(rows, checks, args):
                    f"{len(ex['violations'])} violations)", "", "```", ex["report_by_tag"].rstrip(),
                    "```"]
             break
+    md += ["", "## Pool counters at the end of training (the run whose median is the config's figure)", ""]
+    for config, r in rows.items():
+        pool = r["example"].get("pool")
+        if pool:
+            md.append(f"- {config}: " + ", ".join(f"{k} {v}" for k, v in pool.items()))
+            counters = r["example"].get("counters") or {}
+            md.append(f"  - counters: " + ", ".join(f"{k} {v}" for k, v in counters.items()
+                                                    if k != "struct_size"))
     md += ["", "## Checks", ""] + ([f"- FAILED: {c}" for c in checks] or ["- all passed"])
     with open(stem + ".md", "w") as f:
         f.write("\n".join(md) + "\n")
