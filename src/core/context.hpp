@@ -75,7 +75,16 @@ struct metrale_context {
   // The event log's front (event_log_ops.cpp): one branch while no log is open.
   DevPtr alloc(size_t bytes, const char* file, int line, metrale_alloc_kind_t kind,
                metrale_stream* s = nullptr, bool wait_for_fill = true) {
-    if (!event_log_.on()) return alloc_unlogged(bytes, file, line, kind, s, wait_for_fill);
+    if (!event_log_.on()) {
+      // The common pooled case (pool_fast_path.cpp) without the general
+      // path's checks; alloc_unlogged ends there too when they pass.
+      if (s == nullptr && kind == METRALE_ALLOC_DEVICE && pooled_fast() &&
+          opts_.redzone_bytes == 0) {
+        return alloc_pooled(bytes, kind, default_stream_, file != nullptr ? file : "<unknown>",
+                            line);
+      }
+      return alloc_unlogged(bytes, file, line, kind, s, wait_for_fill);
+    }
     return alloc_logged(bytes, file, line, kind, s, wait_for_fill);
   }
   DevPtr alloc_unlogged(size_t bytes, const char* file, int line, metrale_alloc_kind_t kind,
@@ -378,7 +387,16 @@ struct metrale_context {
     metrale::core::Counters::bump_held(counters_.free_bytes, bytes);
   }
   // The common pooled case (no red zones, no checked pointers, no capture):
-  // seq, block and ledger entry under the ledger's lock.
+  // seq, block and ledger entry under the ledger's lock (pool_fast_path.cpp).
+  // free_pooled: the same for metrale_free of a live padless pooled block;
+  // false, nothing done, for anything else (free_impl then does it all).
+  // pooled_fast: what both need of the context (healthy, pool on, no
+  // checked pointers, no capture open).
+  bool pooled_fast() const {
+    return !fault_.lost() && pool_ != nullptr && !bounds_ &&
+           captures_open_.load(std::memory_order_acquire) == 0;
+  }
+  bool free_pooled(DevPtr ptr);
   DevPtr alloc_pooled(size_t bytes, metrale_alloc_kind_t kind, metrale::core::StreamObj* st,
                       const char* file, int line);
   [[gnu::cold]] std::string oom_message(size_t bytes, const char* file, int line, bool managed,

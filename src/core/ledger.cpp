@@ -13,11 +13,9 @@ uint32_t Ledger::site_id_locked(const char* file, int line) {
   size_t slot = (reinterpret_cast<uintptr_t>(file) >> 3 ^ static_cast<size_t>(line) * 31) %
                 kSiteCacheSlots;
   SiteCacheSlot& c = site_cache_[slot];
-  if (c.file == file && c.line == line && std::strcmp(file, site_at_[c.id]->file.c_str()) == 0) {
-    return c.id;
-  }
+  if (c.file == file && c.line == line && std::strcmp(file, c.text) == 0) return c.id;
   uint32_t id = site_id_by_text(file, line);
-  c = SiteCacheSlot{file, line, id};
+  c = SiteCacheSlot{file, site_at_[id]->file.c_str(), line, id};
   return id;
 }
 
@@ -35,31 +33,6 @@ uint32_t Ledger::site_id_by_text(const char* file, int line) {
   uint32_t id = static_cast<uint32_t>(sites_.size() - 1);
   site_ids_.emplace(SiteKey{sites_.back().file, line}, id);
   return id;
-}
-
-// Site, live and slack totals move together with the entries.
-void Ledger::count_locked(const LedgerEntry& e, bool add) {
-  Site& site = *site_at_[e.site];
-  const uint64_t slack = e.reserved - e.bytes - e.pad;
-  // Grown only on add (a tag's first entry in this ledger); a remove finds
-  // its slot, which the add made.
-  if (add && e.tag >= tag_totals_.size()) tag_totals_.resize(size_t{e.tag} + 1);
-  TagTotal& tag = tag_totals_[e.tag];
-  if (add) {
-    tag.bytes += e.bytes;
-    tag.count += 1;
-    site.live_bytes += e.bytes;
-    site.live_count += 1;
-    live_bytes_ += e.bytes;
-    slack_bytes_ += slack;
-  } else {
-    tag.bytes -= e.bytes;
-    tag.count -= 1;
-    site.live_bytes -= e.bytes;
-    site.live_count -= 1;
-    live_bytes_ -= e.bytes;
-    slack_bytes_ -= slack;
-  }
 }
 
 void Ledger::append_pad_locked(DevPtr ptr, LedgerEntry* e) {
@@ -115,15 +88,27 @@ void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
   record_locked(ptr, entry, file, line);
 }
 
-void Ledger::record_locked(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
-  entry.order = next_order_++;
-  entry.site = site_id_locked(file, line);
-  entry.tag = tags::current();
-  count_locked(entry, true);
-  if (entry.pad > 0) append_pad_locked(ptr, &entry);
-  // One construction in place (operator[] built a default entry, then copied).
-  auto [it, fresh] = entries_.try_emplace(ptr, entry);
-  if (!fresh) it->second = entry;
+void Ledger::record_locked(DevPtr ptr, const LedgerEntry& entry, const char* file, int line) {
+  LedgerEntry e = entry;
+  ready_locked(&e, file, line);
+  if (e.pad > 0) append_pad_locked(ptr, &e);
+  commit_locked(ptr, e);
+}
+
+void Ledger::ready_locked(LedgerEntry* e, const char* file, int line) {
+  entries_.reserve(entries_.size() + 1);
+  e->site = site_id_locked(file, line);
+  e->tag = tags::current();
+  if (e->tag >= tag_totals_.size()) tag_totals_.resize(size_t{e->tag} + 1);
+}
+
+void Ledger::commit_locked(DevPtr ptr, const LedgerEntry& e) noexcept {
+  // Room was reserved: no growth, no throw. A pointer recorded twice (a
+  // backend handing out live memory) keeps the newer entry, as before.
+  LedgerEntry* slot = entries_.upsert_reserved(ptr);
+  *slot = e;
+  slot->order = next_order_++;
+  count_locked(*slot, true);
 }
 
 bool Ledger::take(DevPtr ptr, LedgerEntry* out) {
@@ -132,9 +117,9 @@ bool Ledger::take(DevPtr ptr, LedgerEntry* out) {
 }
 
 bool Ledger::take_locked(DevPtr ptr, LedgerEntry* out) {
-  auto it = entries_.find(ptr);
-  if (it == entries_.end()) return false;
-  const LedgerEntry& e = it->second;
+  LedgerEntry* found = entries_.get(ptr);
+  if (found == nullptr) return false;
+  const LedgerEntry& e = *found;
   count_locked(e, false);
   if (e.pad > 0) {
     const uint32_t slot = e.pad_slot;
@@ -148,13 +133,14 @@ bool Ledger::take_locked(DevPtr ptr, LedgerEntry* out) {
     pad_owners_.pop_back();
   }
   *out = e;
-  entries_.erase(it);
+  entries_.erase_value(found);
   return true;
 }
 
 void Ledger::restore(DevPtr ptr, const LedgerEntry& entry) {
   std::lock_guard<FastMutex> lock(mutex_);
   LedgerEntry e = entry;
+  if (e.tag >= tag_totals_.size()) tag_totals_.resize(size_t{e.tag} + 1);
   count_locked(e, true);
   if (e.pad > 0) {
     // take() moved the last pad into this slot: move it back to the end.

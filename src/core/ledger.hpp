@@ -16,7 +16,7 @@
 
 #include "backend/backend.hpp"
 #include "core/fast_mutex.hpp"
-#include "core/pool/node_recycler.hpp"
+#include "core/ledger_table.hpp"
 #include "metrale_gpu.h"
 
 namespace metrale::core {
@@ -83,9 +83,24 @@ class Ledger {
   bool take(DevPtr ptr, LedgerEntry* out);
   // The same with mutex() held by the caller: the caching pool shares it,
   // so a pooled allocation and its entry cost one lock.
-  void record_locked(DevPtr ptr, LedgerEntry entry, const char* file, int line);
+  void record_locked(DevPtr ptr, const LedgerEntry& entry, const char* file, int line);
   bool take_locked(DevPtr ptr, LedgerEntry* out);
   FastMutex& mutex() const { return mutex_; }
+  // record_locked in two steps, for the pool's fast path (pool_fast_path.cpp),
+  // mutex() held. ready_locked does all that may throw (room in the table,
+  // the site's id, the tag's totals) and sets e->site and e->tag, so the
+  // caller can take its block after it and know the record cannot fail;
+  // commit_locked then records a padless e (order, totals) and cannot throw.
+  void ready_locked(LedgerEntry* e, const char* file, int line);
+  void commit_locked(DevPtr ptr, const LedgerEntry& e) noexcept;
+  // The live entry keyed by ptr, or nullptr (mutex() held). Valid until the
+  // next record or take.
+  LedgerEntry* find_locked(DevPtr ptr) { return entries_.get(ptr); }
+  // Forgets a padless entry find_locked returned, totals updated.
+  void forget_padless_locked(LedgerEntry* e) noexcept {
+    count_locked(*e, false);
+    entries_.erase_value(e);
+  }
   // Undoes take(ptr) after the backend refused to free ptr: the entry goes
   // back with its site, seq and totals, and its pad back into the slot it
   // had, so the pad table is as before when nothing happened in between.
@@ -160,7 +175,22 @@ class Ledger {
   };
 
   uint32_t site_id_locked(const char* file, int line);
-  void count_locked(const LedgerEntry& e, bool add);
+  // Site, tag, live and slack totals move together with the entries; the
+  // tag's slot exists (ready_locked grows the table on a tag's first entry).
+  // Unsigned wrap-around makes the remove the same adds of negated values.
+  void count_locked(const LedgerEntry& e, bool add) noexcept {
+    Site& site = *site_at_[e.site];
+    TagTotal& tag = tag_totals_[e.tag];
+    const uint64_t n = add ? uint64_t{1} : ~uint64_t{0};
+    const uint64_t bytes = add ? uint64_t{e.bytes} : uint64_t{0} - e.bytes;
+    const uint64_t slack = e.reserved - e.bytes - e.pad;
+    tag.bytes += bytes;
+    tag.count += n;
+    site.live_bytes += bytes;
+    site.live_count += n;
+    live_bytes_ += bytes;
+    slack_bytes_ += add ? slack : uint64_t{0} - slack;
+  }
   void append_pad_locked(DevPtr ptr, LedgerEntry* e);
   // Records that pad slot `slot` was written (for pad_changes). Never throws:
   // without memory to list it, the next pad_changes answers the whole table.
@@ -171,6 +201,7 @@ class Ledger {
   // text, so a caller reusing a buffer for another name is still right.
   struct SiteCacheSlot {
     const char* file = nullptr;
+    const char* text = nullptr;  // the interned copy (sites_[id].file), compared
     int line = 0;
     uint32_t id = 0;
   };
@@ -178,10 +209,8 @@ class Ledger {
 
   mutable FastMutex mutex_;
   SiteCacheSlot site_cache_[kSiteCacheSlots];
-  // Nodes recycled: no malloc per allocation on the pool's fast path.
-  std::unordered_map<DevPtr, LedgerEntry, std::hash<DevPtr>, std::equal_to<DevPtr>,
-                     pool::NodeRecycler<std::pair<const DevPtr, LedgerEntry>>>
-      entries_;
+  // Flat, open addressing (ledger_table.hpp): no node per allocation.
+  LedgerTable<LedgerEntry> entries_;
   // The pad table, dense: a freed slot takes the last one's place.
   std::vector<backend::Range> pads_;
   std::vector<PadOwner> pad_owners_;  // beside pads_: owner and its seq

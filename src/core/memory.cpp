@@ -117,40 +117,6 @@ metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char
   return ptr;
 }
 
-// The common pooled case (no pad, no checked pointers, no capture): the
-// block and its ledger entry under one lock, the pool's and the ledger's.
-metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_alloc_kind_t kind,
-                                                      metrale::core::StreamObj* st,
-                                                      const char* file, int line) {
-  DevPtr ptr = 0;
-  metrale::core::LedgerEntry entry;
-  entry.bytes = bytes;
-  entry.kind = kind;
-  try {
-    device([&] {
-      std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
-      entry.seq = seq_.load(std::memory_order_relaxed);
-      seq_.store(entry.seq + 1, std::memory_order_relaxed);
-      metrale::core::pool::Block* b = pool_->allocate_held(entry.bytes, st->handle);
-      entry.reserved = b->size;
-      entry.block = b;
-      chunk_source_->block_handed_out(b->ptr, entry.bytes);
-      ledger_.record_locked(b->ptr, entry, file, line);
-      count_alloc_held(entry.bytes);
-      ptr = b->ptr;
-    });
-  } catch (const Error& e) {
-    if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
-    throw Error(METRALE_ERROR_OUT_OF_MEMORY,
-                oom_message(entry.bytes, file, line, false, true, e), e.driver_code());
-  }
-  if (entry.bytes >= kLargeAlloc && metrale::core::log().should_log(spdlog::level::debug)) {
-    metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(entry.bytes), file,
-                               line, hex(ptr));
-  }
-  return ptr;
-}
-
 std::string metrale_context::oom_message(size_t bytes, const char* file, int line, bool managed,
                                          bool pooled, const Error& e) {
   size_t free_b = 0, total = 0;
@@ -195,10 +161,6 @@ void metrale_context::fill_pooled_pad(DevPtr pad, size_t bytes, metrale::core::S
   if (wait && !backend_->in_stream_work(st->handle)) {
     device([&] { backend_->stream_synchronize(st->handle); });
   }
-}
-
-void metrale_context::free(DevPtr ptr, const char* file, int line) {
-  free_impl(ptr, nullptr, file, line);
 }
 
 void metrale_context::refuse_free(DevPtr ptr) {

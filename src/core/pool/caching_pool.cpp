@@ -162,12 +162,14 @@ Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing)
   }
   const size_t size = round_size(bytes);
   const bool small = is_small(size);
-  StreamState& mine = state_for(stream);
-  StreamState* owner = &mine;
   // The fast path: a block of exactly this size this stream freed lately
   // (no event query on it: pending blocks are looked at only on a miss).
   if (!capturing) {
-    if (Block* hit = mine.bins().take(size)) return hand_out(hit, bytes, stream);
+    if (Block* hit = take_binned_held(bytes, stream)) return hit;
+  }
+  StreamState& mine = state_for(stream);
+  StreamState* owner = &mine;
+  if (!capturing) {
     // A large miss looks at the coalesced picture first: binned blocks do
     // not merge, so without this the best fit below split a big free block
     // while neighbours in the bins would have merged into an exact fit, and
@@ -203,18 +205,6 @@ Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing)
   // Nothing below throws except allocation failures of the index.
   split(b, size, *owner);
   return hand_out(b, bytes, stream);
-}
-
-Block* CachingPool::hand_out(Block* b, size_t bytes, StreamId stream) {
-  b->state = BlockState::ALLOCATED;
-  b->stream = stream;
-  b->requested = bytes;
-  b->epoch = 0;
-  st_.in_use += b->size;
-  st_.requested += bytes;
-  ++st_.blocks_in_use;
-  if (st_.in_use > st_.peak_in_use) st_.peak_in_use = st_.in_use;
-  return b;
 }
 
 void CachingPool::insert_free(Block* b, StreamState& owner) {
@@ -270,13 +260,7 @@ void CachingPool::free_locked(Block* b, StreamId stream) {
   }
   if (b->uses.empty()) {
     // The common case: used on its own stream only, no event to record.
-    StreamState& owner = state_for(stream);
-    st_.in_use -= b->size;
-    st_.requested -= b->requested;
-    --st_.blocks_in_use;
-    b->requested = 0;
-    b->epoch = owner.next_epoch();
-    if (!owner.bins().put(b)) insert_free(b, owner);
+    free_own_held(b);
     return;
   }
   b->uses.erase(std::remove(b->uses.begin(), b->uses.end(), stream), b->uses.end());
@@ -307,10 +291,7 @@ void CachingPool::free_locked(Block* b, StreamId stream) {
     throw;
   }
   StreamState& owner = state_for(stream);
-  st_.in_use -= b->size;
-  st_.requested -= b->requested;
-  --st_.blocks_in_use;
-  b->requested = 0;
+  release_counts(b);
   b->uses.clear();
   b->epoch = owner.next_epoch();
   b->stream = stream;

@@ -35,6 +35,7 @@
 #include "core/pool/block.hpp"
 #include "core/pool/chunk_source.hpp"
 #include "core/pool/pool_stats.hpp"
+#include "core/pool/size_class.hpp"
 #include "core/pool/stream_state.hpp"
 
 namespace metrale::core::pool {
@@ -71,6 +72,23 @@ class CachingPool {
   void free_held(Block* b, StreamId stream) { free_locked(b, stream); }
   void record_stream_held(Block* b, StreamId stream);
   FastMutex& lock() const { return mu_; }
+  // The fast paths of allocate_held and free_held, inline (lock() held).
+  // take_binned_held: a block of exactly the rounded size from the reuse
+  // bins of `stream`, nullptr when there is none (then allocate_held).
+  Block* take_binned_held(size_t bytes, StreamId stream) {
+    if (bytes > kMaxRequest) return nullptr;
+    Block* b = state_for(stream).bins().take(round_size(bytes));
+    return b != nullptr ? hand_out(b, bytes, stream) : nullptr;
+  }
+  // free_own_held: free_held(b, b->stream) of a block used on its own
+  // stream only (b->uses empty): into its bins, or its free index when the
+  // bin is full.
+  void free_own_held(Block* b) {
+    StreamState& owner = state_for(b->stream);
+    release_counts(b);
+    b->epoch = owner.next_epoch();
+    if (!owner.bins().put(b)) insert_free(b, owner);
+  }
   // Frees a handed-out block on the stream it was allocated on.
   void free(Block* b);
   // Frees a block on `stream`: the caller has ordered every use of the
@@ -125,7 +143,24 @@ class CachingPool {
   // by different streams whose last use is known complete are merged and
   // handed to `stream`. Returns how many blocks were merged away.
   size_t merge_completed(StreamId stream);
-  Block* hand_out(Block* b, size_t bytes, StreamId stream);
+  Block* hand_out(Block* b, size_t bytes, StreamId stream) {
+    b->state = BlockState::ALLOCATED;
+    b->stream = stream;
+    b->requested = bytes;
+    b->epoch = 0;
+    st_.in_use += b->size;
+    st_.requested += bytes;
+    ++st_.blocks_in_use;
+    if (st_.in_use > st_.peak_in_use) st_.peak_in_use = st_.in_use;
+    return b;
+  }
+  // A handed-out block's share of the counters, given back at its free.
+  void release_counts(Block* b) {
+    st_.in_use -= b->size;
+    st_.requested -= b->requested;
+    --st_.blocks_in_use;
+    b->requested = 0;
+  }
   Block* fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream);
   Block* split(Block* b, size_t size, StreamState& owner);
   void insert_free(Block* b, StreamState& owner);

@@ -1,0 +1,84 @@
+// The common pooled case of metrale_alloc and metrale_free: pool on, no red
+// zone, no checked pointers, no capture open, no event log. The block and
+// its ledger entry move under one lock (the ledger's, which the pool
+// shares), with no copy of the entry, no second lookup and nothing that can
+// fail once the block is taken. Everything else goes through memory.cpp
+// (alloc_unlogged, free_impl), which also handles every error: the fast
+// free only acts on a pointer it finds live and padless, and otherwise
+// leaves the whole call to free_impl, as if it had not looked.
+#include "core/context.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+
+using metrale::Error;
+using metrale::core::hex;
+using metrale::core::human_bytes;
+
+namespace {
+
+constexpr size_t kLargeAlloc = 32ull * 1024 * 1024;  // the debug line, as in memory.cpp
+
+}  // namespace
+
+metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_alloc_kind_t kind,
+                                                      metrale::core::StreamObj* st,
+                                                      const char* file, int line) {
+  metrale::core::LedgerEntry entry;
+  entry.bytes = bytes;
+  entry.kind = kind;
+  DevPtr ptr = 0;
+  try {
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+    // Every metrale_alloc call takes the next index, failed ones included
+    // (see alloc_unlogged); under the ledger's lock, no atomic operation.
+    entry.seq = seq_.load(std::memory_order_relaxed);
+    seq_.store(entry.seq + 1, std::memory_order_relaxed);
+    // All that may fail on the ledger's side, before a block is taken.
+    ledger_.ready_locked(&entry, file, line);
+    metrale::core::pool::Block* b = pool_->take_binned_held(bytes, st->handle);
+    if (b == nullptr) b = device([&] { return pool_->allocate_held(bytes, st->handle); });
+    entry.reserved = b->size;
+    entry.block = b;
+    ptr = b->ptr;
+    chunk_source_->block_handed_out(ptr, bytes);
+    ledger_.commit_locked(ptr, entry);
+    count_alloc_held(bytes);
+  } catch (const Error& e) {
+    // The lock is released here: the message reads the ledger's sites.
+    if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
+    throw Error(METRALE_ERROR_OUT_OF_MEMORY, oom_message(bytes, file, line, false, true, e),
+                e.driver_code());
+  }
+  if (bytes >= kLargeAlloc) [[unlikely]] {
+    if (metrale::core::log().should_log(spdlog::level::debug)) {
+      metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(bytes), file,
+                                 line, hex(ptr));
+    }
+  }
+  return ptr;
+}
+
+void metrale_context::free(DevPtr ptr, const char* file, int line) {
+  if (!free_pooled(ptr)) free_impl(ptr, nullptr, file, line);
+}
+
+bool metrale_context::free_pooled(DevPtr ptr) {
+  // The conditions of free_impl's own pooled branch, and no event log (its
+  // line needs a ticket taken before the memory can move: free_impl's job).
+  if (ptr == 0 || !pooled_fast() || quarantine_ || event_log_.on()) return false;
+  std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+  metrale::core::LedgerEntry* e = ledger_.find_locked(ptr);
+  // Not live (free_impl says why), a driver allocation, a pad, or a block
+  // marked with record_stream: free_impl, with nothing changed here.
+  if (e == nullptr || e->block == nullptr || e->pad != 0 || !e->block->uses.empty()) {
+    return false;
+  }
+  metrale::core::pool::Block* b = e->block;
+  const size_t bytes = e->bytes;
+  // Before the pool has it: after, another thread may hand it out again.
+  chunk_source_->block_returned(ptr);
+  pool_->free_own_held(b);
+  ledger_.forget_padless_locked(e);
+  count_free_held(bytes);
+  return true;
+}
