@@ -9,13 +9,9 @@ namespace metrale::core {
 
 Ledger::Ledger() { entries_.reserve(4096); }
 
-uint32_t Ledger::site_id_locked(const char* file, int line) {
-  size_t slot = (reinterpret_cast<uintptr_t>(file) >> 3 ^ static_cast<size_t>(line) * 31) %
-                kSiteCacheSlots;
-  SiteCacheSlot& c = site_cache_[slot];
-  if (c.file == file && c.line == line && std::strcmp(file, c.text) == 0) return c.id;
+uint32_t Ledger::site_id_miss_locked(const char* file, int line, size_t slot) {
   uint32_t id = site_id_by_text(file, line);
-  c = SiteCacheSlot{file, site_at_[id]->file.c_str(), line, id};
+  site_cache_[slot] = SiteCacheSlot{file, site_at_[id]->file.c_str(), line, id};
   return id;
 }
 
@@ -95,12 +91,9 @@ void Ledger::record_locked(DevPtr ptr, const LedgerEntry& entry, const char* fil
   commit_locked(ptr, e);
 }
 
-void Ledger::ready_locked(LedgerEntry* e, const char* file, int line) {
-  entries_.reserve(entries_.size() + 1);
-  e->site = site_id_locked(file, line);
-  e->tag = tags::current();
-  if (e->tag >= tag_totals_.size()) tag_totals_.resize(size_t{e->tag} + 1);
-}
+void Ledger::grow_entries_locked() { entries_.reserve(entries_.size() + 1); }
+
+void Ledger::grow_tags_locked(uint32_t tag) { tag_totals_.resize(size_t{tag} + 1); }
 
 void Ledger::commit_locked(DevPtr ptr, const LedgerEntry& e) noexcept {
   // Room was reserved: no growth, no throw. A pointer recorded twice (a

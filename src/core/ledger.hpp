@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -17,6 +18,7 @@
 #include "backend/backend.hpp"
 #include "core/fast_mutex.hpp"
 #include "core/ledger_table.hpp"
+#include "core/tags.hpp"
 #include "metrale_gpu.h"
 
 namespace metrale::core {
@@ -91,7 +93,12 @@ class Ledger {
   // the site's id, the tag's totals) and sets e->site and e->tag, so the
   // caller can take its block after it and know the record cannot fail;
   // commit_locked then records a padless e (order, totals) and cannot throw.
-  void ready_locked(LedgerEntry* e, const char* file, int line);
+  void ready_locked(LedgerEntry* e, const char* file, int line) {
+    if (entries_.size() >= entries_.room()) [[unlikely]] grow_entries_locked();
+    e->site = site_id_locked(file, line);
+    e->tag = tags::current();
+    if (e->tag >= tag_totals_.size()) [[unlikely]] grow_tags_locked(e->tag);
+  }
   void commit_locked(DevPtr ptr, const LedgerEntry& e) noexcept;
   // The live entry keyed by ptr, or nullptr (mutex() held). Valid until the
   // next record or take.
@@ -174,7 +181,20 @@ class Ledger {
     }
   };
 
-  uint32_t site_id_locked(const char* file, int line);
+  // The site cache's hit inline (the text compared: a caller reusing a
+  // buffer for another name still gets the right site); a miss interns.
+  uint32_t site_id_locked(const char* file, int line) {
+    const size_t slot =
+        (reinterpret_cast<uintptr_t>(file) >> 3 ^ static_cast<size_t>(line) * 31) %
+        kSiteCacheSlots;
+    const SiteCacheSlot& c = site_cache_[slot];
+    if (c.file == file && c.line == line && std::strcmp(file, c.text) == 0) return c.id;
+    return site_id_miss_locked(file, line, slot);
+  }
+  uint32_t site_id_miss_locked(const char* file, int line, size_t slot);
+  // Room for one more entry (ready_locked), and a new tag's totals.
+  void grow_entries_locked();
+  void grow_tags_locked(uint32_t tag);
   // Site, tag, live and slack totals move together with the entries; the
   // tag's slot exists (ready_locked grows the table on a tag's first entry).
   // Unsigned wrap-around makes the remove the same adds of negated values.

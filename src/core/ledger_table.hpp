@@ -75,6 +75,8 @@ class LedgerTable {
   LedgerTable& operator=(const LedgerTable&) = delete;
 
   size_t size() const { return size_; }
+  // How many entries fit before an insert grows the table.
+  size_t room() const { return max_load(); }
   bool empty() const { return size_ == 0; }
 
   iterator begin() { return iterator(slots_.get(), slots_.get() + cap_); }

@@ -58,11 +58,8 @@ metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_allo
   return ptr;
 }
 
-void metrale_context::free(DevPtr ptr, const char* file, int line) {
-  if (!free_pooled(ptr)) free_impl(ptr, nullptr, file, line);
-}
-
-bool metrale_context::free_pooled(DevPtr ptr) {
+// Inline into free() below (its only caller): no second call per free.
+[[gnu::always_inline]] inline bool metrale_context::free_pooled(DevPtr ptr) {
   // The conditions of free_impl's own pooled branch, and no event log (its
   // line needs a ticket taken before the memory can move: free_impl's job).
   if (ptr == 0 || !pooled_fast() || quarantine_ || event_log_.on()) return false;
@@ -81,4 +78,8 @@ bool metrale_context::free_pooled(DevPtr ptr) {
   ledger_.forget_padless_locked(e);
   count_free_held(bytes);
   return true;
+}
+
+void metrale_context::free(DevPtr ptr, const char* file, int line) {
+  if (!free_pooled(ptr)) free_impl(ptr, nullptr, file, line);
 }

@@ -16,7 +16,13 @@ static_assert(kMaxBytes == METRALE_TAG_MAX_BYTES && kMaxDepth == METRALE_TAG_MAX
                   kMaxTags == METRALE_TAG_MAX_TAGS,
               "tags.hpp and the header name the same bounds");
 
+// The current tag apart from the stack, so current() is one plain load of
+// a trivially constructed thread-local (no guard, no constructor call).
+thread_local uint32_t detail::t_current __attribute__((tls_model("initial-exec"))) = 0;
+
 namespace {
+
+using detail::t_current;
 
 constexpr size_t kNodeOverhead = 64;  // a map node and a deque slot, roughly
 
@@ -33,9 +39,6 @@ Table& table() {
   return *t;
 }
 
-// The current tag apart from the stack, so current() is one plain load of
-// a trivially constructed thread-local (no guard, no constructor call).
-thread_local uint32_t t_current = 0;
 thread_local std::vector<uint32_t>* t_stack = nullptr;  // below t_current
 
 std::vector<uint32_t>& stack() {
@@ -90,7 +93,6 @@ uint32_t intern(const char* text) {
 
 }  // namespace
 
-uint32_t current() noexcept { return t_current; }
 
 void push(const char* text) {
   check_text(text);
