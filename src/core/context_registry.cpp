@@ -13,17 +13,22 @@
 #include "core/slot_table.hpp"
 
 namespace metrale::core {
+
+std::atomic<registry_detail::ContextTable*> registry_detail::g_table{nullptr};
+
 namespace {
 
-struct ContextEntry {
-  metrale_context* ctx = nullptr;
-  uint64_t killed_by_fork = 0;  // the serial it had when this process forked from its parent
-};
+using registry_detail::ContextEntry;
+using registry_detail::ContextTable;
 
 // Never destroyed: a context handle may still be looked up from an atexit
 // handler or a thread that outlives main.
 SlotTable<ContextEntry>& contexts() {
-  static auto* table = new SlotTable<ContextEntry>("context");
+  static auto* table = [] {
+    auto* t = new ContextTable("context");
+    registry_detail::g_table.store(t, std::memory_order_release);  // find_context's view
+    return t;
+  }();
   return *table;
 }
 
@@ -78,11 +83,6 @@ uint64_t register_context(metrale_context* ctx) {
     walks().live.erase(ctx);  // the table is full (OUT_OF_MEMORY)
     throw;
   }
-}
-
-metrale_context* find_context(uint64_t handle) noexcept {
-  const ContextEntry* e = contexts().find(handle);
-  return e != nullptr ? e->ctx : nullptr;
 }
 
 metrale_context* take_context(uint64_t handle) noexcept {

@@ -8,9 +8,12 @@
 // may create new contexts.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
+
+#include "core/slot_table.hpp"
 
 struct metrale_context;
 
@@ -20,8 +23,26 @@ namespace metrale::core {
 // contexts are live.
 uint64_t register_context(metrale_context* ctx);
 
-// The live context behind a handle value, or nullptr. Lock-free.
-metrale_context* find_context(uint64_t handle) noexcept;
+namespace registry_detail {
+struct ContextEntry {
+  metrale_context* ctx = nullptr;
+  uint64_t killed_by_fork = 0;  // the serial it had when this process forked from its parent
+};
+using ContextTable = SlotTable<ContextEntry>;
+// The process's table, published by its first use (context_registry.cpp)
+// and never destroyed; nullptr until then, when no handle is live anyway.
+extern std::atomic<ContextTable*> g_table;
+}  // namespace registry_detail
+
+// The live context behind a handle value, or nullptr. Lock-free and inline:
+// every call of the API starts here (out of line it was a tenth of a
+// pooled alloc+free pair: a call, a function-static guard, the lookup).
+inline metrale_context* find_context(uint64_t handle) noexcept {
+  const registry_detail::ContextTable* t = registry_detail::g_table.load(std::memory_order_acquire);
+  if (t == nullptr) return nullptr;
+  const registry_detail::ContextEntry* e = t->find(handle);
+  return e != nullptr ? e->ctx : nullptr;
+}
 
 // Unregisters: the context to destroy, or nullptr when the value is not a
 // live context (of two racing calls, one gets it).
