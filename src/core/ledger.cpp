@@ -86,23 +86,16 @@ void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
 
 void Ledger::record_locked(DevPtr ptr, const LedgerEntry& entry, const char* file, int line) {
   LedgerEntry e = entry;
-  ready_locked(&e, file, line);
+  const Ready r = ready_locked(file, line);
+  e.site = r.site;
+  e.tag = r.tag;
   if (e.pad > 0) append_pad_locked(ptr, &e);
-  commit_locked(ptr, e);
+  commit_locked(ptr, [&](LedgerEntry& slot) { slot = e; });
 }
 
 void Ledger::grow_entries_locked() { entries_.reserve(entries_.size() + 1); }
 
 void Ledger::grow_tags_locked(uint32_t tag) { tag_totals_.resize(size_t{tag} + 1); }
-
-void Ledger::commit_locked(DevPtr ptr, const LedgerEntry& e) noexcept {
-  // Room was reserved: no growth, no throw. A pointer recorded twice (a
-  // backend handing out live memory) keeps the newer entry, as before.
-  LedgerEntry* slot = entries_.upsert_reserved(ptr);
-  *slot = e;
-  slot->order = next_order_++;
-  count_locked(*slot, true);
-}
 
 bool Ledger::take(DevPtr ptr, LedgerEntry* out) {
   std::lock_guard<FastMutex> lock(mutex_);

@@ -90,16 +90,31 @@ class Ledger {
   FastMutex& mutex() const { return mutex_; }
   // record_locked in two steps, for the pool's fast path (pool_fast_path.cpp),
   // mutex() held. ready_locked does all that may throw (room in the table,
-  // the site's id, the tag's totals) and sets e->site and e->tag, so the
-  // caller can take its block after it and know the record cannot fail;
-  // commit_locked then records a padless e (order, totals) and cannot throw.
-  void ready_locked(LedgerEntry* e, const char* file, int line) {
+  // the site's id, the tag's totals) and returns the site and tag, so the
+  // caller can take its block after it and know the record cannot fail.
+  // commit_locked then records a padless entry for ptr in place: fill sets
+  // its fields on a default entry (site and tag included), then the order
+  // and the totals are set. It cannot throw (fill must not either).
+  struct Ready {
+    uint32_t site;
+    uint32_t tag;
+  };
+  Ready ready_locked(const char* file, int line) {
     if (entries_.size() >= entries_.room()) [[unlikely]] grow_entries_locked();
-    e->site = site_id_locked(file, line);
-    e->tag = tags::current();
-    if (e->tag >= tag_totals_.size()) [[unlikely]] grow_tags_locked(e->tag);
+    const Ready r{site_id_locked(file, line), tags::current()};
+    if (r.tag >= tag_totals_.size()) [[unlikely]] grow_tags_locked(r.tag);
+    return r;
   }
-  void commit_locked(DevPtr ptr, const LedgerEntry& e) noexcept;
+  template <class Fill>
+  void commit_locked(DevPtr ptr, Fill&& fill) noexcept {
+    // Room was reserved: no growth. A pointer recorded twice (a backend
+    // handing out live memory) keeps the newer entry, as before.
+    LedgerEntry* slot = entries_.upsert_reserved(ptr);
+    *slot = LedgerEntry{};
+    fill(*slot);
+    slot->order = next_order_++;
+    count_locked(*slot, true);
+  }
   // The live entry keyed by ptr, or nullptr (mutex() held). Valid until the
   // next record or take.
   LedgerEntry* find_locked(DevPtr ptr) { return entries_.get(ptr); }

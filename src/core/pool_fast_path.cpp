@@ -23,25 +23,28 @@ constexpr size_t kLargeAlloc = 32ull * 1024 * 1024;  // the debug line, as in me
 metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_alloc_kind_t kind,
                                                       metrale::core::StreamObj* st,
                                                       const char* file, int line) {
-  metrale::core::LedgerEntry entry;
-  entry.bytes = bytes;
-  entry.kind = kind;
   DevPtr ptr = 0;
   try {
     std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
     // Every metrale_alloc call takes the next index, failed ones included
     // (see alloc_unlogged); under the ledger's lock, no atomic operation.
-    entry.seq = seq_.load(std::memory_order_relaxed);
-    seq_.store(entry.seq + 1, std::memory_order_relaxed);
+    const uint64_t seq = seq_.load(std::memory_order_relaxed);
+    seq_.store(seq + 1, std::memory_order_relaxed);
     // All that may fail on the ledger's side, before a block is taken.
-    ledger_.ready_locked(&entry, file, line);
+    const metrale::core::Ledger::Ready r = ledger_.ready_locked(file, line);
     metrale::core::pool::Block* b = pool_->take_binned_held(bytes, st->handle);
     if (b == nullptr) b = device([&] { return pool_->allocate_held(bytes, st->handle); });
-    entry.reserved = b->size;
-    entry.block = b;
     ptr = b->ptr;
     chunk_source_->block_handed_out(ptr, bytes);
-    ledger_.commit_locked(ptr, entry);
+    ledger_.commit_locked(ptr, [&](metrale::core::LedgerEntry& e) {
+      e.bytes = bytes;
+      e.reserved = b->size;
+      e.seq = seq;
+      e.site = r.site;
+      e.kind = kind;
+      e.tag = r.tag;
+      e.block = b;
+    });
     count_alloc_held(bytes);
   } catch (const Error& e) {
     // The lock is released here: the message reads the ledger's sites.

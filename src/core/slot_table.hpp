@@ -155,7 +155,10 @@ class SlotTable {
   Slot* live_slot(uint64_t v) const noexcept {
     const uint64_t serial = handle_id::serial_of(v);
     if (!handle_id::well_formed(v) || serial == 0) return nullptr;
-    Loc l = locate(handle_id::slot_of(v));
+    const uint32_t index = handle_id::slot_of(v);
+    // The first chunk without locate()'s arithmetic: a process rarely holds
+    // more than 16 contexts, and every API call looks its context up.
+    Loc l = index < (uint32_t{1} << kFirstBits) ? Loc{0, index} : locate(index);
     Slot* chunk = chunks_[l.chunk].load(std::memory_order_acquire);
     if (chunk == nullptr) return nullptr;
     Slot* s = &chunk[l.offset];
