@@ -66,6 +66,9 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
     ctx->pool_ = std::make_unique<metrale::core::pool::CachingPool>(*ctx->chunk_source_,
                                                                      &ctx->ledger_.mutex());
   }
+  // The pooled fast paths' fixed conditions (pool_fast_path.cpp).
+  ctx->fast_alloc_ = ctx->pool_ && !ctx->bounds_ && opts.redzone_bytes == 0;
+  ctx->fast_free_ = ctx->pool_ && !ctx->bounds_ && !ctx->quarantine_;
   // Opened before the context is published: a bad path fails the create.
   std::shared_ptr<metrale::core::EventSink> env_log = metrale::core::event_log_from_env();
   StreamHandle h = ctx->backend_->stream_create();

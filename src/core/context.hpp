@@ -78,8 +78,7 @@ struct metrale_context {
     if (!event_log_.on()) {
       // The common pooled case (pool_fast_path.cpp) without the general
       // path's checks; alloc_unlogged ends there too when they pass.
-      if (s == nullptr && kind == METRALE_ALLOC_DEVICE && pooled_fast() &&
-          opts_.redzone_bytes == 0) {
+      if (s == nullptr && kind == METRALE_ALLOC_DEVICE && fast_alloc_ && pooled_fast()) {
         return alloc_pooled(bytes, kind, default_stream_, file != nullptr ? file : "<unknown>",
                             line);
       }
@@ -390,11 +389,10 @@ struct metrale_context {
   // seq, block and ledger entry under the ledger's lock (pool_fast_path.cpp).
   // free_pooled: the same for metrale_free of a live padless pooled block;
   // false, nothing done, for anything else (free_impl then does it all).
-  // pooled_fast: what both need of the context (healthy, pool on, no
-  // checked pointers, no capture open).
+  // pooled_fast: what both need of the context that can change (healthy,
+  // no capture open); fast_alloc_ / fast_free_ hold the fixed part.
   bool pooled_fast() const {
-    return !fault_.lost() && pool_ != nullptr && !bounds_ &&
-           captures_open_.load(std::memory_order_acquire) == 0;
+    return !fault_.lost() && captures_open_.load(std::memory_order_acquire) == 0;
   }
   bool free_pooled(DevPtr ptr);
   DevPtr alloc_pooled(size_t bytes, metrale_alloc_kind_t kind, metrale::core::StreamObj* st,
@@ -478,6 +476,10 @@ struct metrale_context {
   // The caching pool (opts_.pool); destroyed before the streams it orders.
   std::unique_ptr<metrale::core::pool::BackendChunkSource> chunk_source_;
   std::unique_ptr<metrale::core::pool::CachingPool> pool_;
+  // What the fast paths need of the options, fixed at create: pool on, no
+  // checked pointers, and no red zone (alloc) / no quarantine (free).
+  bool fast_alloc_ = false;
+  bool fast_free_ = false;
   // Red zones on and quarantine_bytes > 0.
   std::unique_ptr<metrale::core::Quarantine> quarantine_;
   std::atomic<bool> warned_pinned_source_{false};

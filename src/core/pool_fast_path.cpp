@@ -65,7 +65,7 @@ metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_allo
 [[gnu::always_inline]] inline bool metrale_context::free_pooled(DevPtr ptr) {
   // The conditions of free_impl's own pooled branch, and no event log (its
   // line needs a ticket taken before the memory can move: free_impl's job).
-  if (ptr == 0 || !pooled_fast() || quarantine_ || event_log_.on()) return false;
+  if (ptr == 0 || !fast_free_ || !pooled_fast() || event_log_.on()) return false;
   std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
   metrale::core::LedgerEntry* e = ledger_.find_locked(ptr);
   // Not live (free_impl says why), a driver allocation, a pad, or a block
