@@ -34,14 +34,32 @@ using ContextTable = SlotTable<ContextEntry>;
 extern std::atomic<ContextTable*> g_table;
 }  // namespace registry_detail
 
+namespace registry_detail {
+// This thread's last successful lookup: confirmed by one load of the slot's
+// serial (SlotTable::find_cached), so a destroyed context is never returned.
+// Initial-exec TLS: one load off the thread pointer (see tags.hpp).
+struct LastLookup {
+  uint64_t handle;
+  const std::atomic<uint64_t>* serial;  // never nullptr (kNoSerial at first)
+  metrale_context* ctx;
+};
+extern const std::atomic<uint64_t> kNoSerial;  // always 0: no handle matches
+extern thread_local LastLookup t_last __attribute__((tls_model("initial-exec")));
+metrale_context* find_context_slow(uint64_t handle) noexcept;
+}  // namespace registry_detail
+
 // The live context behind a handle value, or nullptr. Lock-free and inline:
 // every call of the API starts here (out of line it was a tenth of a
 // pooled alloc+free pair: a call, a function-static guard, the lookup).
+// A handle the thread looked up last costs a compare and a load.
 inline metrale_context* find_context(uint64_t handle) noexcept {
-  const registry_detail::ContextTable* t = registry_detail::g_table.load(std::memory_order_acquire);
-  if (t == nullptr) return nullptr;
-  const registry_detail::ContextEntry* e = t->find(handle);
-  return e != nullptr ? e->ctx : nullptr;
+  const registry_detail::LastLookup& last = registry_detail::t_last;
+  if (last.handle == handle &&
+      last.serial->load(std::memory_order_acquire) == handle_id::serial_of(handle) &&
+      handle_id::serial_of(handle) != 0) {
+    return last.ctx;
+  }
+  return registry_detail::find_context_slow(handle);
 }
 
 // Unregisters: the context to destroy, or nullptr when the value is not a

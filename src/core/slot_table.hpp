@@ -72,6 +72,17 @@ class SlotTable {
     return s != nullptr ? &s->obj : nullptr;
   }
 
+  // find() that also returns the slot's serial word: the object stays the
+  // live one of v for as long as *serial == handle_id::serial_of(v) (slots
+  // never move or go away while the table lives), so a caller may cache the
+  // lookup and confirm it later with one load.
+  T* find_cached(uint64_t v, const std::atomic<uint64_t>** serial) const noexcept {
+    Slot* s = live_slot(v);
+    if (s == nullptr) return nullptr;
+    *serial = &s->serial;
+    return &s->obj;
+  }
+
   // Kills a handle: false when v is not live here (never was, destroyed
   // already, or another table's). Exactly one of two racing erases wins.
   // last(T&) runs after the kill and before the slot may be reused.
