@@ -260,7 +260,13 @@ void CachingPool::free_locked(Block* b, StreamId stream) {
   }
   if (b->uses.empty()) {
     // The common case: used on its own stream only, no event to record.
-    free_own_held(b);
+    // free_own_held's work, on `stream` as computed above (the same stream
+    // here; written out so that a mistake above shows as a block cached on
+    // the wrong stream rather than as a missing event).
+    StreamState& owner = state_for(stream);
+    release_counts(b);
+    b->epoch = owner.next_epoch();
+    if (!owner.bins().put(b)) insert_free(b, owner);
     return;
   }
   b->uses.erase(std::remove(b->uses.begin(), b->uses.end(), stream), b->uses.end());
