@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/pool/chunk_source.hpp"
@@ -14,6 +15,10 @@
 namespace metrale::core::pool {
 
 struct Chunk;
+
+// Block::pattern_from when no tail of the block is known to hold the
+// red-zone pattern.
+constexpr size_t kNoPattern = std::numeric_limits<size_t>::max();
 
 enum class BlockState : uint8_t {
   ALLOCATED,  // handed out
@@ -40,7 +45,33 @@ struct Block {
   std::vector<StreamId> uses;
   // PENDING only: one event per stream in `uses`, recorded at the free.
   std::vector<EventId> pending_events;
+  // Red zones (core/pad_verify_ops.cpp): [pattern_from, size) holds
+  // METRALE_REDZONE_PATTERN, written by the library and checked intact when
+  // the block came back; kNoPattern: unknown. Set only by the context (on a
+  // padded hand-out, and through free's pattern argument after a check);
+  // every other free, split, merge or recycle keeps it only where the
+  // layout proves it (tail_after_split, tail_after_merge), else drops it.
+  size_t pattern_from = kNoPattern;
 };
+
+// The pattern record of the two halves of a split at `at`: the head keeps
+// [pattern_from, at) when the tail starts inside it, the rest is all pattern
+// from its start, or from where the tail starts inside it.
+inline size_t head_pattern_after_split(size_t pattern_from, size_t at) {
+  return pattern_from <= at ? pattern_from : kNoPattern;
+}
+inline size_t rest_pattern_after_split(size_t pattern_from, size_t at) {
+  if (pattern_from == kNoPattern) return kNoPattern;
+  return pattern_from <= at ? 0 : pattern_from - at;
+}
+// The record of front+back merged: back's tail is the merged block's tail;
+// when back is all pattern, front's tail joins it.
+inline size_t pattern_after_merge(size_t front_size, size_t front_pattern,
+                                  size_t back_pattern) {
+  if (back_pattern == kNoPattern) return kNoPattern;
+  if (back_pattern == 0) return front_pattern != kNoPattern ? front_pattern : front_size;
+  return front_size + back_pattern;
+}
 
 struct Chunk {
   DevPtr base = 0;

@@ -1,0 +1,276 @@
+// Red zones on pooled blocks without a fill per allocation (see
+// pad_verify_queue.hpp): the allocation side, which fills a block's tail only
+// when the block does not already carry the pattern there, and the free
+// side, which queues freed padded blocks and checks them in batches before
+// the pool may hand them out again.
+#include <algorithm>
+#include <cstdio>
+
+#include "core/context.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+#include "core/tags.hpp"
+
+using metrale::Error;
+using metrale::backend::Range;
+using metrale::core::PendingPad;
+using metrale::core::pool::Block;
+using metrale::core::pool::kNoPattern;
+
+namespace {
+
+// This thread runs a pass: a log callback calling back in must not start
+// another one (it would wait for the pass it is called from).
+thread_local bool t_in_pass = false;
+
+}  // namespace
+
+void metrale_context::prepare_pooled_pad(Block* b, size_t bytes, size_t pad,
+                                         metrale::core::StreamObj* st, bool cap, bool wait) {
+  const DevPtr ptr = b->ptr;
+  // What the pool handed out: [pattern_from, size) held the pattern when the
+  // block was last checked, and nothing has been handed out over it since.
+  const size_t known = b->pattern_from;
+  b->pattern_from = kNoPattern;  // until the fill below has been issued
+  if (!cap && known != kNoPattern && known <= bytes && bytes + pad <= b->size) {
+    // The new pad lies inside the checked pattern: no fill, no wait. The
+    // user's bytes [known, bytes) are theirs now; the tail from bytes stays.
+    b->pattern_from = bytes;
+    pad_verify_.fills_skipped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (cap) {
+    // The capture path as before: the pad only, filled at once (rule 3).
+    fill_pooled_pad(ptr + bytes, pad, st, true, wait);
+  } else {
+    // The whole tail (pad and rounding slack), so that a later allocation
+    // from this block with another size finds its pad inside the pattern.
+    fill_pooled_pad(ptr + bytes, b->size - bytes, st, false, wait);
+    b->pattern_from = bytes;
+  }
+  pad_verify_.fills.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool metrale_context::hold_for_verify(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                                      StreamHandle on, const char* file, int line) {
+  if (e.pad == 0 || e.block == nullptr || pool_ == nullptr) return false;
+  PendingPad p;
+  p.ptr = ptr;
+  p.entry = e;
+  p.free_site = ledger_.intern_site(file != nullptr ? file : "<unknown>", line);
+  p.stream = on;
+  // Allocated, off the ledger, ours: nobody else reads or writes the block.
+  const Block* b = e.block;
+  p.whole_tail = b->pattern_from == e.bytes;
+  p.check = ptr + e.bytes;
+  p.check_bytes = p.whole_tail ? b->size - e.bytes : e.pad;
+  p.held_bytes = b->size;
+  if (pad_verify_.add(p)) verify_freed_pads(false);
+  return true;
+}
+
+void metrale_context::verify_freed_pads(bool wait_for_other_pass) noexcept {
+  if (t_in_pass || pool_ == nullptr) return;
+  // Checking waits for streams: never from inside a host kernel (it may be
+  // the work waited for); the blocks wait for the next pass.
+  if (backend_->in_stream_work(0)) return;
+  std::unique_lock<std::mutex> serial(verify_mutex_, std::defer_lock);
+  if (wait_for_other_pass) {
+    serial.lock();
+  } else if (!serial.try_lock()) {
+    return;  // another thread's pass runs; these blocks go with the next one
+  }
+  t_in_pass = true;
+  std::vector<FreedPadReport> reports;
+  try {
+    run_verify_pass(&reports);
+  } catch (const std::exception& ex) {
+    metrale::core::log().debug("red-zone check of freed blocks failed: {}", ex.what());
+  } catch (...) {
+    metrale::core::log().debug("red-zone check of freed blocks failed");
+  }
+  t_in_pass = false;
+  serial.unlock();
+  report_freed_pads(reports);
+}
+
+void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
+  std::vector<PendingPad> batch = pad_verify_.take_all();
+  if (batch.empty()) return;
+  // The streams each block was last used on: the one it is freed on (or
+  // its own) and those marked with record_stream. Read under the pool's
+  // lock: retiring a stream rewrites them.
+  std::vector<std::vector<StreamHandle>> waits(batch.size());
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Block* b = batch[i].entry.block;
+      waits[i].push_back(batch[i].stream != 0 ? batch[i].stream : b->stream);
+      for (StreamHandle u : b->uses) waits[i].push_back(u);
+    }
+  }
+  // Each stream waited for once per pass; one that captures cannot be, and
+  // its blocks wait for a later pass.
+  std::vector<StreamHandle> done, refused;
+  auto settle = [&](StreamHandle h) {
+    if (std::find(done.begin(), done.end(), h) != done.end()) return true;
+    if (std::find(refused.begin(), refused.end(), h) != refused.end()) return false;
+    bool cap = false;
+    if (captures_open_.load(std::memory_order_acquire) != 0) {
+      try {
+        cap = backend_->stream_is_capturing(h);
+      } catch (const Error&) {
+        cap = true;
+      }
+    }
+    if (!cap) {
+      try {
+        sync(h, "red-zone check of freed blocks");
+      } catch (const Error& e) {
+        // Destroyed meanwhile: its destroy waited for its work.
+        if (e.status() != METRALE_ERROR_INVALID_ARGUMENT) {
+          if (e.status() != METRALE_ERROR_CAPTURE) throw;
+          cap = true;
+        }
+      }
+    }
+    (cap ? refused : done).push_back(h);
+    return !cap;
+  };
+  std::vector<PendingPad> ready, later;
+  try {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      bool ok = true;
+      for (StreamHandle h : waits[i]) ok = settle(h) && ok;
+      (ok ? ready : later).push_back(batch[i]);
+    }
+  } catch (...) {
+    // A lost device: the blocks go back unchecked and with no pattern record.
+    for (const PendingPad& p : batch) release_checked(p, false);
+    throw;
+  }
+  if (!later.empty()) pad_verify_.put_back(later);
+  if (ready.empty()) return;
+  std::vector<Range> ranges;
+  ranges.reserve(ready.size());
+  for (const PendingPad& p : ready) ranges.push_back(Range{p.check, p.check_bytes});
+  std::vector<uint32_t> bad(ready.size(), 0);
+  try {
+    device([&] {
+      backend_->pattern_count(ranges.data(), ranges.size(), METRALE_REDZONE_PATTERN, bad.data());
+    });
+  } catch (...) {
+    for (const PendingPad& p : ready) release_checked(p, false);
+    throw;
+  }
+  pad_verify_.passes.fetch_add(1, std::memory_order_relaxed);
+  pad_verify_.verified.fetch_add(ready.size(), std::memory_order_relaxed);
+  for (size_t i = 0; i < ready.size(); ++i) {
+    // A scan reported this overrun while the block was live: not again.
+    if (bad[i] != 0 && !pad_verify_.take_reported(ready[i].entry.seq)) {
+      pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
+      try {
+        reports->push_back(describe_freed_pad(ready[i], bad[i]));
+      } catch (...) {
+        // Counted; the bytes could not be read back for the report.
+      }
+    }
+    release_checked(ready[i], bad[i] == 0);
+  }
+}
+
+metrale_context::FreedPadReport metrale_context::describe_freed_pad(const PendingPad& p,
+                                                                    uint32_t counted) {
+  FreedPadReport r{};
+  metrale_redzone_violation_t& v = r.v;
+  v.ptr = p.ptr;
+  v.bytes = p.entry.bytes;
+  v.seq = p.entry.seq;
+  v.file = ledger_.site_file(p.entry.site);
+  v.line = ledger_.site_line(p.entry.site);
+  v.expected = METRALE_REDZONE_PATTERN;
+  v.bad_bytes = counted;
+  r.free_file = ledger_.site_file(p.free_site);
+  r.free_line = ledger_.site_line(p.free_site);
+  r.tag = metrale::core::tags::name(p.entry.tag);
+  // The stream the block was freed on has been waited for and is not
+  // capturing: the read back goes there.
+  const StreamHandle h = p.stream != 0 ? p.stream : pool_->block_stream(p.entry.block);
+  std::vector<uint8_t> bytes(p.check_bytes, 0);
+  device([&] { backend_->copy_d2h_async(bytes.data(), p.check, p.check_bytes, h); });
+  sync(h, "red-zone check of freed blocks");
+  bool first = true;
+  size_t n = 0;
+  for (size_t off = 0; off < bytes.size(); ++off) {
+    if (bytes[off] == METRALE_REDZONE_PATTERN) continue;
+    if (first) {
+      v.first_bad_offset = off;
+      v.found = bytes[off];
+      first = false;
+    }
+    ++n;
+  }
+  if (!first) v.bad_bytes = n;
+  return r;
+}
+
+void metrale_context::release_checked(const PendingPad& p, bool intact) noexcept {
+  Block* b = p.entry.block;
+  const size_t pattern = intact && p.whole_tail ? p.entry.bytes : kNoPattern;
+  try {
+    // A red-zone pass open since before the free may still read the pad.
+    if (p.stream != 0) pool_->set_stream(b, p.stream);
+    if (scan_fence_.hold(p.ptr, b)) return;  // released by the pass, no record
+    chunk_source_->block_returned(p.ptr);
+    device([&] {
+      if (p.stream != 0) {
+        pool_->free_on(b, p.stream, pattern);
+      } else {
+        pool_->free(b, pattern);
+      }
+    });
+  } catch (const std::exception& ex) {
+    metrale::core::log().debug("returning {} to the pool after its red-zone check failed: {}",
+                               metrale::core::hex(p.ptr), ex.what());
+  } catch (...) {
+    metrale::core::log().debug("returning {} to the pool after its red-zone check failed",
+                               metrale::core::hex(p.ptr));
+  }
+}
+
+void metrale_context::report_freed_pads(const std::vector<FreedPadReport>& reports) {
+  if (reports.empty()) return;
+  std::vector<metrale_redzone_violation_t> found;
+  for (const FreedPadReport& r : reports) {
+    found.push_back(r.v);
+    metrale::core::log().error("{}", freed_pad_message(r));
+  }
+  {
+    std::lock_guard<std::mutex> lock(freed_reports_mutex_);
+    for (const FreedPadReport& r : reports) {
+      if (freed_reports_.size() < kMaxFreedReports) freed_reports_.push_back(r);
+    }
+  }
+  log_scan(found);
+}
+
+std::string metrale_context::freed_pad_message(const FreedPadReport& r) {
+  const metrale_redzone_violation_t& v = r.v;
+  char found[8], expected[8];
+  std::snprintf(found, sizeof found, "0x%02x", v.found);
+  std::snprintf(expected, sizeof expected, "0x%02x", v.expected);
+  return "red-zone pad overwritten before its free: " + metrale::core::hex(v.ptr) + " (" +
+         std::to_string(v.bytes) + " bytes, seq " + std::to_string(v.seq) +
+         (r.tag != nullptr ? ", tag " + std::string(r.tag) : "") + "), allocated at " +
+         metrale::core::site_text(v.file, v.line) + ", freed at " +
+         metrale::core::site_text(r.free_file, r.free_line) + ": " +
+         std::to_string(v.bad_bytes) + " bad bytes, the first at offset " +
+         std::to_string(v.first_bad_offset) + " past the end (expected " + expected + ", found " + found + ")";
+}
+
+std::vector<metrale_context::FreedPadReport> metrale_context::take_freed_reports() {
+  std::lock_guard<std::mutex> lock(freed_reports_mutex_);
+  std::vector<FreedPadReport> out;
+  out.swap(freed_reports_);
+  return out;
+}
