@@ -15,7 +15,6 @@ using metrale::Error;
 using metrale::backend::Range;
 using metrale::core::PendingPad;
 using metrale::core::pool::Block;
-using metrale::core::pool::kNoPattern;
 
 namespace {
 
@@ -23,31 +22,33 @@ namespace {
 // another one (it would wait for the pass it is called from).
 thread_local bool t_in_pass = false;
 
+// Slack after a pad filled with it too (prepare_pooled_pad).
+constexpr size_t kFillSlack = 4096;
+
 }  // namespace
 
 void metrale_context::prepare_pooled_pad(Block* b, size_t bytes, size_t pad,
                                          metrale::core::StreamObj* st, bool cap, bool wait) {
   const DevPtr ptr = b->ptr;
-  // What the pool handed out: [pattern_from, size) held the pattern when the
-  // block was last checked, and nothing has been handed out over it since.
-  const size_t known = b->pattern_from;
-  b->pattern_from = kNoPattern;  // until the fill below has been issued
-  if (!cap && known != kNoPattern && known <= bytes && bytes + pad <= b->size) {
-    // The new pad lies inside the checked pattern: no fill, no wait. The
-    // user's bytes [known, bytes) are theirs now; the tail from bytes stays.
-    b->pattern_from = bytes;
+  // What the pool handed out: a range checked to hold the pattern since the
+  // block's last use, with nothing handed out over it.
+  const metrale::core::pool::PatternRange known = b->pattern;
+  b->pattern = metrale::core::pool::PatternRange{};  // until a fill is issued
+  if (known.covers(bytes, bytes + pad)) {
+    // The new pad lies inside it: no fill, no wait. The caller's bytes
+    // [0, bytes) are theirs now; the rest of the range stays ours.
+    b->pattern = metrale::core::pool::PatternRange{bytes, known.to};
     pad_verify_.fills_skipped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (cap) {
-    // The capture path as before: the pad only, filled at once (rule 3).
-    fill_pooled_pad(ptr + bytes, pad, st, true, wait);
-  } else {
-    // The whole tail (pad and rounding slack), so that a later allocation
-    // from this block with another size finds its pad inside the pattern.
-    fill_pooled_pad(ptr + bytes, b->size - bytes, st, false, wait);
-    b->pattern_from = bytes;
-  }
+  // The pad and up to kFillSlack bytes of the block's slack after it (the
+  // pool rounds sizes), so that a later, somewhat larger allocation from
+  // this block finds its pad inside the pattern too. Bounded: a block left
+  // unsplit can be megabytes longer than asked, and each check reads what
+  // was filled. While st captures, the pad only, filled at once (rule 3).
+  const size_t to = cap ? bytes + pad : std::min(b->size, bytes + pad + kFillSlack);
+  fill_pooled_pad(ptr + bytes, to - bytes, st, cap, wait);
+  b->pattern = metrale::core::pool::PatternRange{bytes, to};
   pad_verify_.fills.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -61,9 +62,9 @@ bool metrale_context::hold_for_verify(DevPtr ptr, const metrale::core::LedgerEnt
   p.stream = on;
   // Allocated, off the ledger, ours: nobody else reads or writes the block.
   const Block* b = e.block;
-  p.whole_tail = b->pattern_from == e.bytes;
-  p.check = ptr + e.bytes;
-  p.check_bytes = p.whole_tail ? b->size - e.bytes : e.pad;
+  const bool filled = b->pattern.from == e.bytes && b->pattern.covers(e.bytes, e.bytes + e.pad);
+  p.check_from = e.bytes;
+  p.check_to = filled ? b->pattern.to : e.bytes + e.pad;
   p.held_bytes = b->size;
   if (pad_verify_.add(p)) verify_freed_pads(false);
   return true;
@@ -153,7 +154,8 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   if (ready.empty()) return;
   std::vector<Range> ranges;
   ranges.reserve(ready.size());
-  for (const PendingPad& p : ready) ranges.push_back(Range{p.check, p.check_bytes});
+  for (const PendingPad& p : ready)
+    ranges.push_back(Range{p.ptr + p.check_from, p.check_to - p.check_from});
   std::vector<uint32_t> bad(ready.size(), 0);
   try {
     device([&] {
@@ -196,8 +198,10 @@ metrale_context::FreedPadReport metrale_context::describe_freed_pad(const Pendin
   // The stream the block was freed on has been waited for and is not
   // capturing: the read back goes there.
   const StreamHandle h = p.stream != 0 ? p.stream : pool_->block_stream(p.entry.block);
-  std::vector<uint8_t> bytes(p.check_bytes, 0);
-  device([&] { backend_->copy_d2h_async(bytes.data(), p.check, p.check_bytes, h); });
+  std::vector<uint8_t> bytes(p.check_to - p.check_from, 0);
+  device([&] {
+    backend_->copy_d2h_async(bytes.data(), p.ptr + p.check_from, bytes.size(), h);
+  });
   sync(h, "red-zone check of freed blocks");
   bool first = true;
   size_t n = 0;
@@ -216,7 +220,8 @@ metrale_context::FreedPadReport metrale_context::describe_freed_pad(const Pendin
 
 void metrale_context::release_checked(const PendingPad& p, bool intact) noexcept {
   Block* b = p.entry.block;
-  const size_t pattern = intact && p.whole_tail ? p.entry.bytes : kNoPattern;
+  metrale::core::pool::PatternRange pattern;
+  if (intact) pattern = metrale::core::pool::PatternRange{p.check_from, p.check_to};
   try {
     // A red-zone pass open since before the free may still read the pad.
     if (p.stream != 0) pool_->set_stream(b, p.stream);

@@ -5,7 +5,7 @@
 // one backend pass, reports the ones that were overwritten (an overrun by
 // an allocation freed before any scan, which a scan of live pads never
 // sees) and gives the intact ones back to the pool with their pattern
-// recorded (Block::pattern_from), so that reusing them needs no fill.
+// recorded (Block::pattern), so that reusing them needs no fill.
 //
 // A pass runs when the list reaches its bounds (count or bytes: see
 // Limits), and before a scan, a trim, an out-of-memory retry and teardown.
@@ -29,9 +29,11 @@ struct PendingPad {
   LedgerEntry entry;       // as it left the ledger (bytes, pad, seq, site, tag, block)
   uint32_t free_site = 0;  // a ledger site id
   uint64_t stream = 0;     // backend stream the block is freed on (work ordered before)
-  DevPtr check = 0;        // the range the pass reads: the pad, or the whole tail
-  size_t check_bytes = 0;  //   when the allocation knew its tail to be pattern
-  bool whole_tail = false; // check covers [bytes, block end): the block keeps a record
+  // The range the pass reads, from the block's start: the pattern range the
+  // allocation left after its buffer (the pad and the slack filled with it);
+  // intact, the block goes back to the pool with it as its record.
+  size_t check_from = 0;
+  size_t check_to = 0;
   size_t held_bytes = 0;   // the block's size (what the pool cannot reuse meanwhile)
 };
 

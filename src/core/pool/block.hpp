@@ -16,9 +16,18 @@ namespace metrale::core::pool {
 
 struct Chunk;
 
-// Block::pattern_from when no tail of the block is known to hold the
-// red-zone pattern.
+// Red zones (core/pad_verify_ops.cpp): a byte range of a block, as offsets
+// from its start, known to hold METRALE_REDZONE_PATTERN: written by the
+// library and checked intact since, with nothing handed out over it. None
+// (from == kNoPattern) when unknown.
 constexpr size_t kNoPattern = std::numeric_limits<size_t>::max();
+struct PatternRange {
+  size_t from = kNoPattern;
+  size_t to = 0;
+  bool known() const { return from != kNoPattern && from < to; }
+  // Whether [lo, hi) lies inside.
+  bool covers(size_t lo, size_t hi) const { return known() && from <= lo && hi <= to; }
+};
 
 enum class BlockState : uint8_t {
   ALLOCATED,  // handed out
@@ -45,32 +54,35 @@ struct Block {
   std::vector<StreamId> uses;
   // PENDING only: one event per stream in `uses`, recorded at the free.
   std::vector<EventId> pending_events;
-  // Red zones (core/pad_verify_ops.cpp): [pattern_from, size) holds
-  // METRALE_REDZONE_PATTERN, written by the library and checked intact when
-  // the block came back; kNoPattern: unknown. Set only by the context (on a
-  // padded hand-out, and through free's pattern argument after a check);
-  // every other free, split, merge or recycle keeps it only where the
-  // layout proves it (tail_after_split, tail_after_merge), else drops it.
-  size_t pattern_from = kNoPattern;
+  // Red zones: the checked pattern the block carries (see PatternRange).
+  // Set only by the context (on a padded hand-out, and through free's
+  // pattern argument after a check); every other free drops it, and split
+  // and merge keep only what the layout proves (the functions below).
+  PatternRange pattern;
 };
 
-// The pattern record of the two halves of a split at `at`: the head keeps
-// [pattern_from, at) when the tail starts inside it, the rest is all pattern
-// from its start, or from where the tail starts inside it.
-inline size_t head_pattern_after_split(size_t pattern_from, size_t at) {
-  return pattern_from <= at ? pattern_from : kNoPattern;
+// The records of the two halves of a split at `at`: what of the range lies
+// in each, the rest's shifted to its start.
+inline PatternRange head_pattern_after_split(PatternRange p, size_t at) {
+  PatternRange h;
+  if (p.known() && p.from < at) h = PatternRange{p.from, p.to < at ? p.to : at};
+  return h;
 }
-inline size_t rest_pattern_after_split(size_t pattern_from, size_t at) {
-  if (pattern_from == kNoPattern) return kNoPattern;
-  return pattern_from <= at ? 0 : pattern_from - at;
+inline PatternRange rest_pattern_after_split(PatternRange p, size_t at) {
+  PatternRange r;
+  if (p.known() && p.to > at) r = PatternRange{(p.from > at ? p.from : at) - at, p.to - at};
+  return r;
 }
-// The record of front+back merged: back's tail is the merged block's tail;
-// when back is all pattern, front's tail joins it.
-inline size_t pattern_after_merge(size_t front_size, size_t front_pattern,
-                                  size_t back_pattern) {
-  if (back_pattern == kNoPattern) return kNoPattern;
-  if (back_pattern == 0) return front_pattern != kNoPattern ? front_pattern : front_size;
-  return front_size + back_pattern;
+// The record of front+back merged: one range, so the two join when they
+// touch, else the longer is kept.
+inline PatternRange pattern_after_merge(size_t front_size, PatternRange front,
+                                        PatternRange back) {
+  PatternRange b;
+  if (back.known()) b = PatternRange{front_size + back.from, front_size + back.to};
+  if (!front.known()) return b;
+  if (!b.known()) return front;
+  if (front.to == b.from) return PatternRange{front.from, b.to};
+  return (front.to - front.from) >= (b.to - b.from) ? front : b;
 }
 
 struct Chunk {

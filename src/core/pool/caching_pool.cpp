@@ -62,7 +62,7 @@ void CachingPool::recycle(Block* b) {
   b->pending_events.clear();
   b->epoch = 0;
   b->requested = 0;
-  b->pattern_from = kNoPattern;
+  b->pattern = PatternRange{};
   spare_blocks_.push_back(b);
 }
 
@@ -126,7 +126,7 @@ Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId 
   b->stream = stream;
   b->epoch = 0;
   b->state = BlockState::FREE;
-  b->pattern_from = kNoPattern;  // fresh memory: never filled
+  b->pattern = PatternRange{};  // fresh memory: never filled
   chunk->first = b;
   chunks_.push_back(std::move(chunk));
   st_.reserved += csize;
@@ -143,8 +143,8 @@ Block* CachingPool::split(Block* b, size_t size, StreamState& owner) {
   r->stream = owner.id();
   r->epoch = b->epoch;
   r->state = BlockState::FREE;
-  r->pattern_from = rest_pattern_after_split(b->pattern_from, size);
-  b->pattern_from = head_pattern_after_split(b->pattern_from, size);
+  r->pattern = rest_pattern_after_split(b->pattern, size);
+  b->pattern = head_pattern_after_split(b->pattern, size);
   r->prev = b;
   r->next = b->next;
   if (b->next != nullptr) b->next->prev = r;
@@ -231,7 +231,7 @@ void CachingPool::insert_free(Block* b, StreamState& owner) {
   if (mergeable(b->prev)) {
     Block* p = b->prev;
     idx.erase(p);
-    p->pattern_from = pattern_after_merge(p->size, p->pattern_from, b->pattern_from);
+    p->pattern = pattern_after_merge(p->size, p->pattern, b->pattern);
     p->size += b->size;
     p->epoch = std::max(p->epoch, b->epoch);
     p->next = b->next;
@@ -242,7 +242,7 @@ void CachingPool::insert_free(Block* b, StreamState& owner) {
   if (mergeable(b->next)) {
     Block* n = b->next;
     idx.erase(n);
-    b->pattern_from = pattern_after_merge(b->size, b->pattern_from, n->pattern_from);
+    b->pattern = pattern_after_merge(b->size, b->pattern, n->pattern);
     b->size += n->size;
     b->epoch = std::max(b->epoch, n->epoch);
     b->next = n->next;
@@ -252,19 +252,19 @@ void CachingPool::insert_free(Block* b, StreamState& owner) {
   idx.insert(b);
 }
 
-void CachingPool::free(Block* b, size_t pattern_from) {
+void CachingPool::free(Block* b, PatternRange pattern) {
   std::lock_guard<FastMutex> lock(mu_);
-  free_locked(b, b->stream, pattern_from);
+  free_locked(b, b->stream, pattern);
 }
 
-void CachingPool::free_on(Block* b, StreamId stream, size_t pattern_from) {
+void CachingPool::free_on(Block* b, StreamId stream, PatternRange pattern) {
   std::lock_guard<FastMutex> lock(mu_);
-  free_locked(b, stream, pattern_from);
+  free_locked(b, stream, pattern);
 }
 
-void CachingPool::free_locked(Block* b, StreamId stream, size_t pattern_from) {
-  // Whatever the owner wrote: only a checked tail (the caller's word) stays.
-  b->pattern_from = pattern_from;
+void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
+  // Whatever the owner wrote: only a checked range (the caller's word) stays.
+  b->pattern = pattern;
   // Freed on another stream than its own: it stays with its own stream's
   // cache (where it coalesces with its neighbours), behind an event on the
   // freeing stream, as torch does. Moving it to the freeing stream's cache

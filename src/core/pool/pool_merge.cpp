@@ -63,7 +63,7 @@ size_t CachingPool::merge_completed(StreamId stream) {
     while (complete(b->next)) {
       Block* n = b->next;
       state_for(n->stream).index(small).erase(n);
-      b->pattern_from = pattern_after_merge(b->size, b->pattern_from, n->pattern_from);
+      b->pattern = pattern_after_merge(b->size, b->pattern, n->pattern);
       b->size += n->size;
       b->next = n->next;
       if (n->next != nullptr) n->next->prev = b;
