@@ -416,6 +416,18 @@ struct metrale_context {
   // (true), or false for anything else (the caller frees it as before).
   bool hold_for_verify(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on,
                        const char* file, int line);
+  // The padded pooled allocation in one lock (pad_fast_path.cpp): not
+  // while st captures nor with checked pointers (alloc_unlogged's path).
+  DevPtr alloc_pooled_padded(size_t bytes, metrale_alloc_kind_t kind,
+                             metrale::core::StreamObj* st, const char* file, int line,
+                             bool wait);
+  // With the ledger's lock held, a padded pooled block just taken off it
+  // joins the check list: true when queued (*run_pass: a check is due, to
+  // run once the lock is released), false (nothing changed) when it could
+  // not be; st: the stream of a free_async, nullptr for the block's own.
+  bool queue_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                            metrale::core::StreamObj* st, const char* file, int line,
+                            bool* run_pass) noexcept;
  public:
   // The batch check of every queued block: waits for the streams they were
   // used on, reads their tails in one backend pass, reports the overwritten

@@ -36,6 +36,8 @@ metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char
   if (pooled && opts_.redzone_bytes == 0 && !bounds_ && !cap) {
     return alloc_pooled(bytes, kind, st, file, line);
   }
+  // Red zones on: the same in one lock, a fill only when needed (pad_fast_path.cpp).
+  if (pooled && !bounds_ && !cap) return alloc_pooled_padded(bytes, kind, st, file, line, wait_for_fill);
   uint64_t seq;
   {
     std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
@@ -234,7 +236,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
     // The common pooled case: the entry leaves and the block goes back to
     // the pool under one lock. Anything else (a pad, streams marked with
     // record_stream, a driver allocation) continues below, entry taken.
-    bool taken = false, done = false;
+    bool taken = false, done = false, check = false;
     {
       std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
       taken = ledger_.take_locked(ptr, &e);
@@ -243,9 +245,14 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
         pool_->free_held(e.block, st != nullptr ? st->handle : e.block->stream);
         count_free_held(e.bytes);
         done = true;
+      } else if (taken && e.block != nullptr && e.pad > 0 &&
+                 queue_freed_pad_held(ptr, e, st, file, line, &check)) {
+        count_free_held(e.bytes);  // a padded block waits for its check (pad_fast_path.cpp)
+        done = true;
       }
     }
     if (!taken) refuse_free(ptr);
+    if (check) verify_freed_pads(false);
     if (done) return log_free(tk, e, ptr, st, file, line);
   } else if (!ledger_.take(ptr, &e)) {
     // Off the ledger first: of two threads freeing ptr at once exactly one

@@ -101,14 +101,21 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   // The streams each block was last used on: the one it is freed on (or
   // its own) and those marked with record_stream. Read under the pool's
   // lock: retiring a stream rewrites them.
-  std::vector<std::vector<StreamHandle>> waits(batch.size());
+  // Flat: block i's streams are waits[first[i], first[i + 1]). Scratch kept
+  // by the thread (passes are serial; no allocation per pass when steady).
+  thread_local std::vector<StreamHandle> waits;
+  thread_local std::vector<size_t> first;
+  waits.clear();
+  first.clear();
   {
     std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
     for (size_t i = 0; i < batch.size(); ++i) {
       const Block* b = batch[i].entry.block;
-      waits[i].push_back(batch[i].stream != 0 ? batch[i].stream : b->stream);
-      for (StreamHandle u : b->uses) waits[i].push_back(u);
+      first.push_back(waits.size());
+      waits.push_back(batch[i].stream != 0 ? batch[i].stream : b->stream);
+      for (StreamHandle u : b->uses) waits.push_back(u);
     }
+    first.push_back(waits.size());
   }
   // Each stream waited for once per pass; one that captures cannot be, and
   // its blocks wait for a later pass.
@@ -138,25 +145,38 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
     (cap ? refused : done).push_back(h);
     return !cap;
   };
-  std::vector<PendingPad> ready, later;
+  std::vector<PendingPad> later;
   try {
     for (size_t i = 0; i < batch.size(); ++i) {
       bool ok = true;
-      for (StreamHandle h : waits[i]) ok = settle(h) && ok;
-      (ok ? ready : later).push_back(batch[i]);
+      for (size_t k = first[i]; k < first[i + 1]; ++k) ok = settle(waits[k]) && ok;
+      if (!ok) later.push_back(batch[i]);
     }
   } catch (...) {
     // A lost device: the blocks go back unchecked and with no pattern record.
     for (const PendingPad& p : batch) release_checked(p, false);
     throw;
   }
-  if (!later.empty()) pad_verify_.put_back(later);
+  // The batch itself becomes the list of blocks ready for the pass.
+  std::vector<PendingPad> ready = std::move(batch);
+  if (!later.empty()) {
+    pad_verify_.put_back(later);
+    size_t k = 0;
+    for (size_t i = 0; i < ready.size(); ++i) {
+      bool deferred = false;
+      for (size_t j = first[i]; j < first[i + 1] && !deferred; ++j)
+        deferred = std::find(refused.begin(), refused.end(), waits[j]) != refused.end();
+      if (!deferred) ready[k++] = ready[i];
+    }
+    ready.resize(k);
+  }
   if (ready.empty()) return;
-  std::vector<Range> ranges;
-  ranges.reserve(ready.size());
+  thread_local std::vector<Range> ranges;
+  thread_local std::vector<uint32_t> bad;
+  ranges.clear();
   for (const PendingPad& p : ready)
     ranges.push_back(Range{p.ptr + p.check_from, p.check_to - p.check_from});
-  std::vector<uint32_t> bad(ready.size(), 0);
+  bad.assign(ready.size(), 0);
   try {
     device([&] {
       backend_->pattern_count(ranges.data(), ranges.size(), METRALE_REDZONE_PATTERN, bad.data());
@@ -179,6 +199,7 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
     }
     release_checked(ready[i], bad[i] == 0);
   }
+  pad_verify_.recycle(std::move(ready));
 }
 
 metrale_context::FreedPadReport metrale_context::describe_freed_pad(const PendingPad& p,

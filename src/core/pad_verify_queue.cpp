@@ -32,8 +32,15 @@ std::vector<PendingPad> PadVerifyQueue::take_all() {
   std::vector<PendingPad> out;
   std::lock_guard<std::mutex> lock(mutex_);
   out.swap(held_);
+  held_.swap(spare_);
   bytes_ = 0;
   return out;
+}
+
+void PadVerifyQueue::recycle(std::vector<PendingPad>&& done) {
+  done.clear();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done.capacity() > spare_.capacity()) spare_.swap(done);
 }
 
 void PadVerifyQueue::put_back(const std::vector<PendingPad>& back) {

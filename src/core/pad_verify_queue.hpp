@@ -51,8 +51,11 @@ class PadVerifyQueue {
   void set_limits(Limits l) { limits_ = l; }
   // Adds p; true when the list has reached a bound (the caller runs a pass).
   bool add(const PendingPad& p);
-  // Everything waiting, oldest first; the list is empty after.
+  // Everything waiting, oldest first; the list is empty after. recycle()
+  // gives the vector back when done, so its storage serves the next batch
+  // (no allocation per batch in the steady loop).
   std::vector<PendingPad> take_all();
+  void recycle(std::vector<PendingPad>&& done);
   // Puts back blocks a pass could not check now (their stream captures, or
   // this thread runs its work).
   void put_back(const std::vector<PendingPad>& back);
@@ -83,6 +86,7 @@ class PadVerifyQueue {
   Limits limits_;
   size_t bytes_ = 0;
   std::vector<PendingPad> held_;
+  std::vector<PendingPad> spare_;  // empty, with capacity
   std::mutex reported_mutex_;
   std::unordered_set<uint64_t> reported_;
 };
