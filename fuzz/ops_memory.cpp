@@ -54,6 +54,7 @@ void add_alloc(State& st, metrale_devptr_t p, size_t bytes, bool ledger, metrale
 }
 
 void remove_alloc(State& st, size_t i) {
+  st.m.note_freed(st.m.allocs[i]);
   st.m.freed.push_back(st.m.allocs[i].ptr);
   if (st.m.freed.size() > 32) st.m.freed.erase(st.m.freed.begin());
   st.m.allocs.erase(st.m.allocs.begin() + static_cast<long>(i));
