@@ -104,7 +104,9 @@
  *    kernel that returns an error (host backend) has run; an allocation
  *    that fails with OUT_OF_MEMORY writes its "oom" line to an open event
  *    log, and metrale_event_log_close closes the log even when it returns
- *    INTERNAL (lines lost to a write error).
+ *    INTERNAL (lines lost to a write error); with red zones and the pool
+ *    on, a pooled allocation that fails with OUT_OF_MEMORY has run the
+ *    check of freed pads (see "Freed pads") before its retry.
  *
  * 2. Handle lifetime.
  *    Every handle (context, stream, event, graph, kernel) is a value made
@@ -318,7 +320,12 @@
  *      metrale_free_memory counts what the pool holds cached.
  *    - Red zones: a pooled block's pad is filled on its stream, after the
  *      previous owner's work there; metrale_alloc also waits for that fill,
- *      so its memory may be used on any stream at once, as before.
+ *      so its memory may be used on any stream at once, as before. A
+ *      padded block freed to the pool is handed out again only after the
+ *      batch check of its pad (see "Freed pads", after
+ *      metrale_redzone_scan), which waits for the streams it was freed and
+ *      used on; a block that passed needs no new fill when the new pad
+ *      lies in the range it checked, so no fill and no wait then.
  *    - Out of memory: the pool gives its cached chunks back to the driver
  *      and retries once; then OUT_OF_MEMORY, the message naming the sites
  *      that hold the most and the pool's cached and in-use bytes.
@@ -818,7 +825,8 @@ metrale_status_t metrale_pool_stats(metrale_context_t* ctx, metrale_pool_stats_t
  *  pinned host block metrale_host_alloc_pinned's cache holds (keep_bytes
  *  applies to device memory only). *released (may be NULL) gets the bytes
  *  given back, both kinds. With the pool off only the pinned cache is
- *  freed. Quarantined blocks stay quarantined. CONTEXT_LOST, DRIVER.
+ *  freed. Quarantined blocks stay quarantined. Freed padded blocks waiting
+ *  for their red-zone check are checked first (see "Freed pads"). CONTEXT_LOST, DRIVER.
  *  Thread-safe. */
 metrale_status_t metrale_pool_trim(metrale_context_t* ctx, size_t keep_bytes, size_t* released);
 

@@ -187,19 +187,44 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   }
   pad_verify_.passes.fetch_add(1, std::memory_order_relaxed);
   pad_verify_.verified.fetch_add(ready.size(), std::memory_order_relaxed);
+  bool any_dirty = false;
   for (size_t i = 0; i < ready.size(); ++i) {
+    if (bad[i] == 0) continue;
+    any_dirty = true;
     // A scan reported this overrun while the block was live: not again.
-    if (bad[i] != 0 && !pad_verify_.take_reported(ready[i].entry.seq)) {
-      pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
-      try {
-        reports->push_back(describe_freed_pad(ready[i], bad[i]));
-      } catch (...) {
-        // Counted; the bytes could not be read back for the report.
-      }
+    if (pad_verify_.take_reported(ready[i].entry.seq)) continue;
+    pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
+    try {
+      reports->push_back(describe_freed_pad(ready[i], bad[i]));
+    } catch (...) {
+      // Counted; the bytes could not be read back for the report.
     }
-    release_checked(ready[i], bad[i] == 0);
+  }
+  if (any_dirty || scan_fence_.any_open()) {
+    for (size_t i = 0; i < ready.size(); ++i) release_checked(ready[i], bad[i] == 0);
+  } else {
+    release_all_intact(ready);
   }
   pad_verify_.recycle(std::move(ready));
+}
+
+// The common end of a pass: every block intact and no red-zone pass open
+// (none can have these pads in its snapshot: see ScanFence), so all go
+// back under one lock of the pool.
+void metrale_context::release_all_intact(const std::vector<PendingPad>& ready) noexcept {
+  for (const PendingPad& p : ready) chunk_source_->block_returned(p.ptr);
+  std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
+  for (const PendingPad& p : ready) {
+    Block* b = p.entry.block;
+    try {
+      pool_->free_held(b, p.stream != 0 ? p.stream : b->stream,
+                       metrale::core::pool::PatternRange{p.check_from, p.check_to});
+    } catch (...) {
+      // An event record for a record_stream use failed: the block stays
+      // handed out (the pool's rule), lost to reuse but never handed out twice.
+      chunk_source_->block_handed_out(p.ptr, p.entry.bytes + p.entry.pad);
+    }
+  }
 }
 
 metrale_context::FreedPadReport metrale_context::describe_freed_pad(const PendingPad& p,

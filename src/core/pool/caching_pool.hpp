@@ -69,6 +69,9 @@ class CachingPool {
   // the caller.
   Block* allocate_held(size_t bytes, StreamId stream, bool capturing = false);
   void free_held(Block* b, StreamId stream) { free_locked(b, stream, PatternRange{}); }
+  void free_held(Block* b, StreamId stream, PatternRange pattern) {
+    free_locked(b, stream, pattern);
+  }
   void record_stream_held(Block* b, StreamId stream);
   FastMutex& lock() const { return mu_; }
   // Frees a handed-out block on the stream it was allocated on.
