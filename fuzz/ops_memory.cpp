@@ -123,6 +123,9 @@ void do_bad_free(State& st, Bytes& in) {
       if (i < 0) return;
       const Alloc& a = st.m.allocs[static_cast<size_t>(i)];
       p = a.ptr + 1 + in.pick(a.bytes + a.pad + 64);
+      // Past the pad may be the next block: another live allocation's start.
+      for (const Alloc& o : st.m.allocs)
+        if (o.ptr == p) return;
       // Interior: INVALID_ARGUMENT naming the allocation; past its end: NOT_FOUND.
       w = p < a.ptr + a.bytes ? want_status(METRALE_ERROR_INVALID_ARGUMENT) : want_fail();
       break;

@@ -92,7 +92,7 @@ void scan(State& st, Bytes& in) {
   std::vector<bool> listed(st.m.freed_pads.size(), false);
   for (size_t i = 0; i < cap && i < count; ++i) {
     const metrale_redzone_violation_t& v = out[i];
-    // A freed pad: the check read the pad and up to 4 KiB of slack after it.
+    // A freed pad (the check reports the pad only, as a scan does).
     size_t k = 0;
     while (k < st.m.freed_pads.size() &&
            (st.m.freed_pads[k].ptr != v.ptr || st.m.freed_pads[k].seq != v.seq || listed[k]))
@@ -100,7 +100,7 @@ void scan(State& st, Bytes& in) {
     if (k < st.m.freed_pads.size()) {
       const FreedPad& f = st.m.freed_pads[k];
       listed[k] = true;
-      if (v.bytes != f.bytes || v.first_bad_offset >= f.pad + 4096 + 512 || v.bad_bytes == 0 ||
+      if (v.bytes != f.bytes || v.first_bad_offset >= f.pad || v.bad_bytes == 0 || v.bad_bytes > f.pad ||
           v.expected != METRALE_REDZONE_PATTERN || v.found == METRALE_REDZONE_PATTERN)
         violated("freed red-zone violation entry", "redzone_scan", s);
       readable(v.file, "violation site");

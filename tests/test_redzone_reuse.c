@@ -182,6 +182,35 @@ static void size_change_refills_only_outside_the_range(void** state) {
   mt_close(ctx);
 }
 
+/* A write into the slack after the pad (the block's rounding, filled with
+ * the pattern too) is no pad overrun: not reported, but the block keeps only
+ * its pad as checked, so a larger size whose pad lies in the slack is
+ * filled again. */
+static void dirty_slack_costs_only_the_record(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz("1");
+  if (ctx == NULL) skip();
+  metrale_devptr_t a = 0, b = 0, c = 0;
+  MT_OK(metrale_alloc(ctx, 4096, &a)); /* a 4608-byte block: pad and slack filled */
+  smash(ctx, a, 4096, PAD + 10);        /* in the slack, past the pad */
+  MT_OK(metrale_free(ctx, a));
+  assert_int_equal(stats(ctx).pads_overwritten, 0);
+  metrale_pool_stats_t s0 = stats(ctx);
+  MT_OK(metrale_alloc(ctx, 4400, &b)); /* pad [4400, 4464): in the dirty slack */
+  assert_int_equal(b, a);
+  assert_int_equal(stats(ctx).pad_fills, s0.pad_fills + 1);
+  expect_pad_is_pattern(ctx, b, 4400);
+  MT_OK(metrale_free(ctx, b));
+  metrale_pool_stats_t s1 = stats(ctx);
+  MT_OK(metrale_alloc(ctx, 4400, &c)); /* refilled and checked: no fill now */
+  assert_int_equal(c, a);
+  assert_int_equal(stats(ctx).pad_fills, s1.pad_fills);
+  size_t n = 0;
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n));
+  MT_OK(metrale_free(ctx, c));
+  mt_close(ctx);
+}
+
 /* A padded block is never handed out before its check: while it waits,
  * the same size gets another block; after the check, it comes back. A
  * dirty one comes back without a record and is filled again. */
@@ -285,6 +314,7 @@ int main(void) {
       cmocka_unit_test(scan_checks_waiting_blocks),
       cmocka_unit_test(intact_reuse_gets_no_fill),
       cmocka_unit_test(size_change_refills_only_outside_the_range),
+      cmocka_unit_test(dirty_slack_costs_only_the_record),
       cmocka_unit_test(waiting_block_is_not_handed_out),
       cmocka_unit_test(trim_oom_and_destroy_drain_the_list),
       cmocka_unit_test(check_waits_for_the_freeing_stream),

@@ -446,7 +446,9 @@ struct metrale_context {
   };
   void run_verify_pass(std::vector<FreedPadReport>* reports);
   FreedPadReport describe_freed_pad(const metrale::core::PendingPad& p, uint32_t counted);
-  void release_checked(const metrale::core::PendingPad& p, bool intact) noexcept;
+  // A checked block back to the pool with what of its range proved clean.
+  void release_checked(const metrale::core::PendingPad& p,
+                       metrale::core::pool::PatternRange pattern) noexcept;
   void release_all_intact(const std::vector<metrale::core::PendingPad>& ready) noexcept;
   void report_freed_pads(const std::vector<FreedPadReport>& reports);
   static std::string freed_pad_message(const FreedPadReport& r);

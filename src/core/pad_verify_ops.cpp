@@ -15,6 +15,7 @@ using metrale::Error;
 using metrale::backend::Range;
 using metrale::core::PendingPad;
 using metrale::core::pool::Block;
+using metrale::core::pool::PatternRange;
 
 namespace {
 
@@ -154,7 +155,7 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
     }
   } catch (...) {
     // A lost device: the blocks go back unchecked and with no pattern record.
-    for (const PendingPad& p : batch) release_checked(p, false);
+    for (const PendingPad& p : batch) release_checked(p, PatternRange{});
     throw;
   }
   // The batch itself becomes the list of blocks ready for the pass.
@@ -171,37 +172,56 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
     ready.resize(k);
   }
   if (ready.empty()) return;
+  // Per block its pad and, when the allocation filled slack after it, that
+  // slack as a second range: only the pad is reported (a pad overrun, as a
+  // scan reports); dirty slack only costs the block its record.
   thread_local std::vector<Range> ranges;
+  thread_local std::vector<size_t> at;  // block i's pad: ranges[at[i]]; slack next, if any
   thread_local std::vector<uint32_t> bad;
   ranges.clear();
-  for (const PendingPad& p : ready)
-    ranges.push_back(Range{p.ptr + p.check_from, p.check_to - p.check_from});
-  bad.assign(ready.size(), 0);
+  at.clear();
+  for (const PendingPad& p : ready) {
+    at.push_back(ranges.size());
+    const size_t pad_end = p.check_from + p.entry.pad;
+    ranges.push_back(Range{p.ptr + p.check_from, p.entry.pad});
+    if (p.check_to > pad_end) ranges.push_back(Range{p.ptr + pad_end, p.check_to - pad_end});
+  }
+  at.push_back(ranges.size());
+  bad.assign(ranges.size(), 0);
   try {
     device([&] {
       backend_->pattern_count(ranges.data(), ranges.size(), METRALE_REDZONE_PATTERN, bad.data());
     });
   } catch (...) {
-    for (const PendingPad& p : ready) release_checked(p, false);
+    for (const PendingPad& p : ready) release_checked(p, PatternRange{});
     throw;
   }
   pad_verify_.passes.fetch_add(1, std::memory_order_relaxed);
   pad_verify_.verified.fetch_add(ready.size(), std::memory_order_relaxed);
   bool any_dirty = false;
   for (size_t i = 0; i < ready.size(); ++i) {
-    if (bad[i] == 0) continue;
-    any_dirty = true;
+    const bool slack_dirty = at[i + 1] - at[i] == 2 && bad[at[i] + 1] != 0;
+    any_dirty |= slack_dirty || bad[at[i]] != 0;
+    if (bad[at[i]] == 0) continue;
     // A scan reported this overrun while the block was live: not again.
     if (pad_verify_.take_reported(ready[i].entry.seq)) continue;
     pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
     try {
-      reports->push_back(describe_freed_pad(ready[i], bad[i]));
+      reports->push_back(describe_freed_pad(ready[i], bad[at[i]]));
     } catch (...) {
       // Counted; the bytes could not be read back for the report.
     }
   }
   if (any_dirty || scan_fence_.any_open()) {
-    for (size_t i = 0; i < ready.size(); ++i) release_checked(ready[i], bad[i] == 0);
+    for (size_t i = 0; i < ready.size(); ++i) {
+      const PendingPad& p = ready[i];
+      PatternRange keep;  // pad dirty: none
+      if (bad[at[i]] == 0) {
+        const bool slack_clean = at[i + 1] - at[i] == 1 || bad[at[i] + 1] == 0;
+        keep = PatternRange{p.check_from, slack_clean ? p.check_to : p.check_from + p.entry.pad};
+      }
+      release_checked(p, keep);
+    }
   } else {
     release_all_intact(ready);
   }
@@ -227,10 +247,8 @@ void metrale_context::release_all_intact(const std::vector<PendingPad>& ready) n
   }
 }
 
-void metrale_context::release_checked(const PendingPad& p, bool intact) noexcept {
+void metrale_context::release_checked(const PendingPad& p, PatternRange pattern) noexcept {
   Block* b = p.entry.block;
-  metrale::core::pool::PatternRange pattern;
-  if (intact) pattern = metrale::core::pool::PatternRange{p.check_from, p.check_to};
   try {
     // A red-zone pass open since before the free may still read the pad.
     if (p.stream != 0) pool_->set_stream(b, p.stream);

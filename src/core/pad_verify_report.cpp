@@ -30,7 +30,7 @@ metrale_context::FreedPadReport metrale_context::describe_freed_pad(const Pendin
   // The stream the block was freed on has been waited for and is not
   // capturing: the read back goes there.
   const StreamHandle h = p.stream != 0 ? p.stream : pool_->block_stream(p.entry.block);
-  std::vector<uint8_t> bytes(p.check_to - p.check_from, 0);
+  std::vector<uint8_t> bytes(p.entry.pad, 0);  // the pad: what a scan reports
   device([&] {
     backend_->copy_d2h_async(bytes.data(), p.ptr + p.check_from, bytes.size(), h);
   });
