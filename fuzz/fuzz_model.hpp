@@ -123,11 +123,17 @@ struct Model {
   // blocks stay mapped, so the host backend cannot refuse a range there.
   bool pooled = true;
   bool lost = false;
+  // A write into pool memory no allocation owned was accepted: it may have
+  // hit a freed block's pad (reported by the check of freed pads) or a
+  // pattern range a later allocation reuses without a fill.
+  bool stray = false;
 
   // A ledger allocation leaves (free, free_async, sweep).
   void note_freed(const Alloc& a) {
     if (!pooled || !a.ledger || a.pad == 0 || a.kind != METRALE_ALLOC_DEVICE) return;
-    if (a.pad_state == Pad::Clean || a.scan_reported == Pad::Dirty) return;
+    if (a.scan_reported == Pad::Dirty) return;
+    // Clean ones too: a graph replay or a write into pool memory may reach
+    // the pad while the block waits for its check (optional then).
     FreedPad f;
     f.ptr = a.ptr;
     f.seq = a.seq;

@@ -47,6 +47,7 @@ void add_alloc(State& st, metrale_devptr_t p, size_t bytes, bool ledger, metrale
   a.kind = kind;
   a.shadow.assign(bytes, 0);
   a.known.assign(bytes, 0);
+  if (st.m.stray) a.pad_state = Pad::Unknown;  // reused without a fill, maybe hit
   if (st.m.find_block(p, 1)) violated("allocation overlaps a live one", "alloc", METRALE_OK);
   if (ledger) fill_from_ledger(st, a);
   st.m.allocs.push_back(std::move(a));
