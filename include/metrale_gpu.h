@@ -993,8 +993,10 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
 
 /* Freed pads (pool on, red zones on). A padded pooled block freed with
  * metrale_free / metrale_free_async is not reused at once: it waits, off the
- * ledger, until a batch check reads its pad (with the bytes of the block
- * after it: the whole tail the library filled). A check runs when
+ * ledger, until a batch check reads its pad (and the block's rounding
+ * slack after it, up to 4 KiB, which the library fills with the pattern
+ * too: a write there is no pad overrun and is not reported, but the block
+ * then keeps only its pad as checked). A check runs when
  * METRALE_REDZONE_VERIFY_BATCH blocks (default 256) or
  * METRALE_REDZONE_VERIFY_BYTES block bytes (default 1 GiB) wait, and before
  * metrale_redzone_scan, metrale_pool_trim, the pool's out-of-memory retry
@@ -1010,10 +1012,16 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
  * (pads_overwritten), and the next metrale_redzone_scan lists it among its
  * violations (seq and allocation site of the freed block, expected =
  * METRALE_REDZONE_PATTERN) and fails with REDZONE_CORRUPTED naming both
- * sites. A block is handed out again only after its check; an intact one
- * keeps a record of its checked tail, and an allocation whose pad falls
- * inside it needs no fill and no wait (pad_fills_skipped): alloc+free
- * with red zones makes no device call per pair, one check per batch.
+ * sites (also while the default stream captures: these pads were read
+ * back by the check). A pad a scan already reported while its allocation
+ * was live is not reported again at its free (until metrale_redzone_poison
+ * repairs it). A block is handed out again only after its check; an intact
+ * one keeps a record of its checked range, and an allocation whose pad
+ * falls inside it needs no fill and no wait (pad_fills_skipped): alloc+free
+ * with red zones makes no device call per pair, one check per batch. So a
+ * write into free pool memory (a use after free) that lands in such a
+ * range is reported as an overrun of the allocation that reuses the block
+ * (before, its fill hid it): the quarantine (below) names such writes.
  * Blocks allocated while their stream captures keep their old path (the
  * pad filled at once). With the quarantine on, freed blocks go to the
  * quarantine as before. */
