@@ -50,6 +50,9 @@ struct Alloc {
   bool ledger = true;    // false for arenas
   metrale_alloc_kind_t kind = METRALE_ALLOC_DEVICE;
   Pad pad_state = Pad::Clean;
+  // A scan listed this pad (the free's red-zone check then stays quiet about
+  // it); Maybe: a scan found more than it listed.
+  Pad scan_reported = Pad::Clean;  // Clean: no, Dirty: yes, Unknown: maybe
   std::vector<uint8_t> shadow;  // the bytes the harness believes are there
   std::vector<uint8_t> known;   // 1 where shadow is certain
 
@@ -96,8 +99,20 @@ enum class Where {
   Outside,   // in no block the backend made
 };
 
+// A padded pooled allocation freed with a pad that may be overwritten: the
+// batch check of freed pads (include/metrale_gpu.h, "Freed pads") reports it
+// at the next scan. required: the pad was known dirty and no scan listed it.
+struct FreedPad {
+  metrale_devptr_t ptr = 0;
+  uint64_t seq = 0;
+  size_t bytes = 0;
+  size_t pad = 0;
+  bool required = false;
+};
+
 struct Model {
   std::vector<Alloc> allocs;  // ledger ones in seq order, then arenas mixed in
+  std::vector<FreedPad> freed_pads;
   std::vector<Pinned> pinned;
   std::vector<metrale_devptr_t> freed;  // pointers that were live once
   uint8_t* registered = nullptr;        // the registered static range, or NULL
@@ -108,7 +123,25 @@ struct Model {
   // blocks stay mapped, so the host backend cannot refuse a range there.
   bool pooled = true;
   bool lost = false;
+  // A write into pool memory no allocation owned was accepted: it may have
+  // hit a freed block's pad (reported by the check of freed pads) or a
+  // pattern range a later allocation reuses without a fill.
+  bool stray = false;
 
+  // A ledger allocation leaves (free, free_async, sweep).
+  void note_freed(const Alloc& a) {
+    if (!pooled || !a.ledger || a.pad == 0 || a.kind != METRALE_ALLOC_DEVICE) return;
+    if (a.scan_reported == Pad::Dirty) return;
+    // Clean ones too: a graph replay or a write into pool memory may reach
+    // the pad while the block waits for its check (optional then).
+    FreedPad f;
+    f.ptr = a.ptr;
+    f.seq = a.seq;
+    f.bytes = a.bytes;
+    f.pad = a.pad;
+    f.required = a.pad_state == Pad::Dirty && a.scan_reported == Pad::Clean;
+    freed_pads.push_back(f);
+  }
   size_t live_count() const {
     size_t n = 0;
     for (const Alloc& a : allocs) n += a.ledger;

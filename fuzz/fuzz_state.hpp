@@ -129,7 +129,10 @@ inline Want want_for_range(Model& m, uint64_t p, uint64_t n) {
     case Where::Outside:
       if (m.lost) return want_fail();
       // Pool memory no allocation owns (rule 9): only checked pointers know.
-      if (m.pooled && !m.checked) return want_ok_or(METRALE_ERROR_INVALID_ARGUMENT);
+      if (m.pooled && !m.checked) {
+        m.stray = true;  // it may land in a freed pad or a checked pattern range
+        return want_ok_or(METRALE_ERROR_INVALID_ARGUMENT);
+      }
       return want_status(m.checked ? METRALE_ERROR_OUT_OF_BOUNDS
                                    : METRALE_ERROR_INVALID_ARGUMENT);
   }

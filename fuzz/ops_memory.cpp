@@ -47,6 +47,7 @@ void add_alloc(State& st, metrale_devptr_t p, size_t bytes, bool ledger, metrale
   a.kind = kind;
   a.shadow.assign(bytes, 0);
   a.known.assign(bytes, 0);
+  if (st.m.stray) a.pad_state = Pad::Unknown;  // reused without a fill, maybe hit
   if (st.m.find_block(p, 1)) violated("allocation overlaps a live one", "alloc", METRALE_OK);
   if (ledger) fill_from_ledger(st, a);
   st.m.allocs.push_back(std::move(a));
@@ -54,6 +55,7 @@ void add_alloc(State& st, metrale_devptr_t p, size_t bytes, bool ledger, metrale
 }
 
 void remove_alloc(State& st, size_t i) {
+  st.m.note_freed(st.m.allocs[i]);
   st.m.freed.push_back(st.m.allocs[i].ptr);
   if (st.m.freed.size() > 32) st.m.freed.erase(st.m.freed.begin());
   st.m.allocs.erase(st.m.allocs.begin() + static_cast<long>(i));
@@ -122,6 +124,9 @@ void do_bad_free(State& st, Bytes& in) {
       if (i < 0) return;
       const Alloc& a = st.m.allocs[static_cast<size_t>(i)];
       p = a.ptr + 1 + in.pick(a.bytes + a.pad + 64);
+      // Past the pad may be the next block: another live allocation's start.
+      for (const Alloc& o : st.m.allocs)
+        if (o.ptr == p) return;
       // Interior: INVALID_ARGUMENT naming the allocation; past its end: NOT_FOUND.
       w = p < a.ptr + a.bytes ? want_status(METRALE_ERROR_INVALID_ARGUMENT) : want_fail();
       break;

@@ -69,20 +69,47 @@ void scan(State& st, Bytes& in) {
     dirty += a.pad_state == Pad::Dirty;
     unknown += a.pad_state == Pad::Unknown;
   }
+  // Freed pads the scan's check of waiting blocks reports. A block freed on
+  // a stream that captures now waits for a later check: then none is owed.
+  bool any_capture = false;
+  for (metrale_stream_t* sp : st.streams) any_capture |= metrale_stream_is_capturing(st.ctx, sp) != 0;
+  for (const FreedPad& f : st.m.freed_pads) {
+    if (f.required && !any_capture) dirty++;
+    else unknown++;
+  }
   size_t cap = pick_cap(in, dirty + unknown), count = 0;
   std::vector<metrale_redzone_violation_t> out(cap);
   metrale_status_t s = metrale_redzone_scan(st.ctx, cap ? out.data() : nullptr, cap, &count);
   if (st.m.lost) return (void)expect(s, want_any(), "redzone_scan");
   // The scan reads the pads on the default stream: refused while it captures.
-  if (metrale_stream_is_capturing(st.ctx, nullptr))
+  // Freed pads found by earlier checks were read back then: reported.
+  if (metrale_stream_is_capturing(st.ctx, nullptr)) {
+    for (FreedPad& f : st.m.freed_pads) f.required = false;
+    if (s == METRALE_ERROR_REDZONE_CORRUPTED && !st.m.freed_pads.empty()) return;
     return (void)expect(s, want_ok_or(METRALE_ERROR_CAPTURE), "redzone_scan while capturing");
+  }
   expect(s, count ? want_status(METRALE_ERROR_REDZONE_CORRUPTED) : want_ok(), "redzone_scan");
   if (count < dirty || count > dirty + unknown) {
     std::fprintf(stderr, "scan found %zu, model: %zu dirty, %zu unknown\n", count, dirty, unknown);
     violated("red-zone scan count", "redzone_scan", s);
   }
+  std::vector<bool> listed(st.m.freed_pads.size(), false);
   for (size_t i = 0; i < cap && i < count; ++i) {
     const metrale_redzone_violation_t& v = out[i];
+    // A freed pad (the check reports the pad only, as a scan does).
+    size_t k = 0;
+    while (k < st.m.freed_pads.size() &&
+           (st.m.freed_pads[k].ptr != v.ptr || st.m.freed_pads[k].seq != v.seq || listed[k]))
+      ++k;
+    if (k < st.m.freed_pads.size()) {
+      const FreedPad& f = st.m.freed_pads[k];
+      listed[k] = true;
+      if (v.bytes != f.bytes || v.first_bad_offset >= f.pad || v.bad_bytes == 0 || v.bad_bytes > f.pad ||
+          v.expected != METRALE_REDZONE_PATTERN || v.found == METRALE_REDZONE_PATTERN)
+        violated("freed red-zone violation entry", "redzone_scan", s);
+      readable(v.file, "violation site");
+      continue;
+    }
     Alloc* a = st.m.find_inside(v.ptr, 0);
     if (!a || a->ptr != v.ptr || !a->ledger || a->pad_state == Pad::Clean || v.bytes != a->bytes ||
         v.seq != a->seq || v.first_bad_offset >= a->pad || v.bad_bytes == 0 ||
@@ -91,10 +118,35 @@ void scan(State& st, Bytes& in) {
       violated("red-zone violation entry", "redzone_scan", s);
     readable(v.file, "violation site");
     a->pad_state = Pad::Dirty;
+    a->scan_reported = Pad::Dirty;
   }
-  if (cap >= count)  // every corrupted pad was listed: the others are clean
+  if (cap >= count) {  // every corrupted pad was listed: the others are clean
     for (Alloc& a : st.m.allocs)
       if (a.ledger && a.pad && a.pad_state == Pad::Unknown) a.pad_state = Pad::Clean;
+    // Freed pads: reported once; unlisted ones were clean or still wait.
+    std::vector<FreedPad> keep;
+    for (size_t k = 0; k < st.m.freed_pads.size(); ++k) {
+      if (listed[k] || !any_capture) continue;
+      FreedPad f = st.m.freed_pads[k];
+      f.required = false;
+      keep.push_back(f);
+    }
+    st.m.freed_pads.swap(keep);
+  } else {
+    // Not all listed: which live pads the scan found is unknown, and which
+    // freed ones it reported too (they are not reported again).
+    for (Alloc& a : st.m.allocs)
+      if (a.ledger && a.pad && a.pad_state != Pad::Clean && a.scan_reported != Pad::Dirty)
+        a.scan_reported = Pad::Unknown;
+    std::vector<FreedPad> keep;
+    for (size_t k = 0; k < st.m.freed_pads.size(); ++k) {
+      if (listed[k]) continue;
+      FreedPad f = st.m.freed_pads[k];
+      f.required = false;
+      keep.push_back(f);
+    }
+    st.m.freed_pads.swap(keep);
+  }
 }
 
 void poison(State& st, Bytes& in) {
@@ -103,6 +155,9 @@ void poison(State& st, Bytes& in) {
   Want w = lo > hi ? want_status(METRALE_ERROR_INVALID_ARGUMENT) : unless_lost_ok(st);
   if (metrale_stream_is_capturing(st.ctx, nullptr)) w = want_any();
   if (expect(metrale_redzone_poison(st.ctx, lo, hi), w, "redzone_poison") != METRALE_OK) return;
+  // A repaired pad's later overrun is news to the free's check again.
+  for (Alloc& a : st.m.allocs)
+    if (a.ledger && a.seq >= lo && a.seq < hi) a.scan_reported = Pad::Clean;
   if (metrale_stream_is_capturing(st.ctx, nullptr)) {  // recorded, not run: pads unknown
     for (Alloc& a : st.m.allocs)
       if (a.ledger && a.pad) a.pad_state = Pad::Unknown;
@@ -121,6 +176,7 @@ void sweep(State& st, Bytes& in) {
   if (out && count != st.m.live_count()) violated("sweep count", "sweep", METRALE_OK);
   for (size_t i = st.m.allocs.size(); i-- > 0;) {
     if (!st.m.allocs[i].ledger) continue;
+    st.m.note_freed(st.m.allocs[i]);
     st.m.freed.push_back(st.m.allocs[i].ptr);
     st.m.allocs.erase(st.m.allocs.begin() + static_cast<long>(i));
   }

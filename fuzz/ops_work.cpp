@@ -27,6 +27,7 @@ bool capturing(State& st, metrale_stream_t* s) {
 
 // A graph replay reruns copies the model cannot follow: forget everything.
 void forget_all(Model& m) {
+  m.stray = true;  // it may write memory freed since the capture, pads included
   for (Alloc& a : m.allocs) {
     std::fill(a.known.begin(), a.known.end(), 0);
     if (a.pad) a.pad_state = Pad::Unknown;

@@ -49,6 +49,10 @@
  *   METRALE_KERNEL_TIMING=0|1         time every launch with events
  *   METRALE_POOL=0|1                  caching pool for metrale_alloc (rule 9)
  *   METRALE_QUARANTINE=<bytes>        freed-block quarantine budget (red zones on)
+ *   METRALE_REDZONE_VERIFY_BATCH=<n>  freed padded blocks checked per batch
+ *                                     (default 256; see "Freed pads")
+ *   METRALE_REDZONE_VERIFY_BYTES=<bytes> block bytes that start a batch
+ *                                     check (default 1 GiB)
  *   METRALE_STAGING_THRESHOLD=<bytes> pageable copies this large use staging (0 = off)
  *   METRALE_STAGING_BUFFER=<bytes>    bytes of one staging buffer
  *   METRALE_STAGING_BUFFERS=<n>       staging buffers in the ring (>= 2)
@@ -100,7 +104,9 @@
  *    kernel that returns an error (host backend) has run; an allocation
  *    that fails with OUT_OF_MEMORY writes its "oom" line to an open event
  *    log, and metrale_event_log_close closes the log even when it returns
- *    INTERNAL (lines lost to a write error).
+ *    INTERNAL (lines lost to a write error); with red zones and the pool
+ *    on, a pooled allocation that fails with OUT_OF_MEMORY has run the
+ *    check of freed pads (see "Freed pads") before its retry.
  *
  * 2. Handle lifetime.
  *    Every handle (context, stream, event, graph, kernel) is a value made
@@ -314,7 +320,12 @@
  *      metrale_free_memory counts what the pool holds cached.
  *    - Red zones: a pooled block's pad is filled on its stream, after the
  *      previous owner's work there; metrale_alloc also waits for that fill,
- *      so its memory may be used on any stream at once, as before.
+ *      so its memory may be used on any stream at once, as before. A
+ *      padded block freed to the pool is handed out again only after the
+ *      batch check of its pad (see "Freed pads", after
+ *      metrale_redzone_scan), which waits for the streams it was freed and
+ *      used on; a block that passed needs no new fill when the new pad
+ *      lies in the range it checked, so no fill and no wait then.
  *    - Out of memory: the pool gives its cached chunks back to the driver
  *      and retries once; then OUT_OF_MEMORY, the message naming the sites
  *      that hold the most and the pool's cached and in-use bytes.
@@ -781,11 +792,30 @@ typedef struct metrale_pool_stats {
   uint64_t largest_free_block; /* bytes */
   uint64_t blocks_in_use;
   uint64_t quarantined_bytes;  /* freed blocks held back (quarantine_bytes) */
+  /* Fields below were added with the red-zone check of freed blocks; a
+   * struct_size of offsetof(metrale_pool_stats_t, pad_fills) (the older
+   * layout) is accepted and gets the fields above. Red zones on pooled
+   * blocks (see metrale_redzone_scan, "Freed pads"): */
+  uint64_t pad_fills;          /* allocations whose pad the library filled
+                                  (a stream-ordered memset, and for
+                                  metrale_alloc a wait for it) */
+  uint64_t pad_fills_skipped;  /* allocations whose pad lay in a tail
+                                  already checked to hold the pattern: no
+                                  fill, no wait, no device call */
+  uint64_t pad_checks;         /* batch checks of freed padded blocks run
+                                  (each: one wait per stream involved and
+                                  one device pass) */
+  uint64_t pads_checked;       /* freed padded blocks those checks read */
+  uint64_t pads_overwritten;   /* of those, found overwritten */
+  uint64_t pads_pending;       /* freed padded blocks waiting for a check now */
+  uint64_t pads_pending_bytes; /* their block bytes (not reusable meanwhile;
+                                  metrale_free_memory counts them) */
 } metrale_pool_stats_t;
 
-/** Copies the pool's figures into *out (out->struct_size set by the caller).
- *  With the pool off: enabled 0, every figure 0. INVALID_ARGUMENT for NULL
- *  or a struct_size this library does not know. Host-side: answers on a
+/** Copies the pool's figures into *out (out->struct_size set by the caller:
+ *  sizeof(metrale_pool_stats_t) or the older layout's size, see pad_fills).
+ *  With the pool off: enabled 0, every figure 0 (the pad figures too).
+ *  INVALID_ARGUMENT for NULL or a struct_size this library does not know. Host-side: answers on a
  *  lost context. Thread-safe. */
 metrale_status_t metrale_pool_stats(metrale_context_t* ctx, metrale_pool_stats_t* out);
 
@@ -795,7 +825,8 @@ metrale_status_t metrale_pool_stats(metrale_context_t* ctx, metrale_pool_stats_t
  *  pinned host block metrale_host_alloc_pinned's cache holds (keep_bytes
  *  applies to device memory only). *released (may be NULL) gets the bytes
  *  given back, both kinds. With the pool off only the pinned cache is
- *  freed. Quarantined blocks stay quarantined. CONTEXT_LOST, DRIVER.
+ *  freed. Quarantined blocks stay quarantined. Freed padded blocks waiting
+ *  for their red-zone check are checked first (see "Freed pads"). CONTEXT_LOST, DRIVER.
  *  Thread-safe. */
 metrale_status_t metrale_pool_trim(metrale_context_t* ctx, size_t keep_bytes, size_t* released);
 
@@ -959,6 +990,41 @@ metrale_status_t metrale_allocation_tag(metrale_context_t* ctx, metrale_devptr_t
  *  stream, the kernel's own included (rule 5). */
 metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_violation_t* out,
                                       size_t cap, size_t* count);
+
+/* Freed pads (pool on, red zones on). A padded pooled block freed with
+ * metrale_free / metrale_free_async is not reused at once: it waits, off the
+ * ledger, until a batch check reads its pad (and the block's rounding
+ * slack after it, up to 4 KiB, which the library fills with the pattern
+ * too: a write there is no pad overrun and is not reported, but the block
+ * then keeps only its pad as checked). A check runs when
+ * METRALE_REDZONE_VERIFY_BATCH blocks (default 256) or
+ * METRALE_REDZONE_VERIFY_BYTES block bytes (default 1 GiB) wait, and before
+ * metrale_redzone_scan, metrale_pool_trim, the pool's out-of-memory retry
+ * and metrale_context_destroy (0 for either knob: every free is checked at
+ * once; a malformed value fails metrale_context_create with
+ * INVALID_ARGUMENT). A check first waits for the streams the blocks were
+ * freed and used on (record_stream), once each, then reads every tail in
+ * one device pass; blocks whose stream captures wait for a later check.
+ * So an overrun by an allocation freed before any scan is caught (a scan
+ * of live pads alone never saw it): the check logs it at error level with
+ * the site that allocated and the site that freed the block and its tag,
+ * writes it to the event log as a "redzone" scan, counts it
+ * (pads_overwritten), and the next metrale_redzone_scan lists it among its
+ * violations (seq and allocation site of the freed block, expected =
+ * METRALE_REDZONE_PATTERN) and fails with REDZONE_CORRUPTED naming both
+ * sites (also while the default stream captures: these pads were read
+ * back by the check). A pad a scan already reported while its allocation
+ * was live is not reported again at its free (until metrale_redzone_poison
+ * repairs it). A block is handed out again only after its check; an intact
+ * one keeps a record of its checked range, and an allocation whose pad
+ * falls inside it needs no fill and no wait (pad_fills_skipped): alloc+free
+ * with red zones makes no device call per pair, one check per batch. So a
+ * write into free pool memory (a use after free) that lands in such a
+ * range is reported as an overrun of the allocation that reuses the block
+ * (before, its fill hid it): the quarantine (below) names such writes.
+ * Blocks allocated while their stream captures keep their old path (the
+ * pad filled at once). With the quarantine on, freed blocks go to the
+ * quarantine as before. */
 
 /** The byte freed memory in quarantine is filled with. */
 #define METRALE_QUARANTINE_PATTERN 0xD7u

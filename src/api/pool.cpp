@@ -1,5 +1,6 @@
 // The caching pool's calls: stream-ordered alloc and free, record_stream,
 // stats and trim.
+#include <cstddef>
 #include <cstring>
 
 #include "api/guard.hpp"
@@ -39,10 +40,13 @@ METRALE_API metrale_status_t metrale_pool_stats(metrale_context_t* ctx, metrale_
   return guarded([&] {
     metrale_context* c = live(ctx);
     require(out, "out");
-    if (out->struct_size != sizeof(metrale_pool_stats_t)) {
+    if (out->struct_size != sizeof(metrale_pool_stats_t) &&
+        out->struct_size != offsetof(metrale_pool_stats_t, pad_fills)) {
       metrale::fail(METRALE_ERROR_INVALID_ARGUMENT,
                     "out->struct_size is " + std::to_string(out->struct_size) + ", expected " +
-                        std::to_string(sizeof(metrale_pool_stats_t)));
+                        std::to_string(sizeof(metrale_pool_stats_t)) + " (or " +
+                        std::to_string(offsetof(metrale_pool_stats_t, pad_fills)) +
+                        ", the layout before pad_fills)");
     }
     c->pool_stats(out);
   });

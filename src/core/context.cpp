@@ -55,7 +55,10 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
   metrale::core::apply_log_env();
   metrale_context_options_t opts = metrale::core::resolve_options(given);
   const auto nvtx = metrale::core::nvtx_setting();  // METRALE_NVTX, refused before anything opens
+  // METRALE_REDZONE_VERIFY_*: refused before anything opens.
+  const metrale::core::PadVerifyQueue::Limits verify = metrale::core::PadVerifyQueue::limits_from_env();
   std::unique_ptr<metrale_context> ctx(new metrale_context(opts));
+  ctx->pad_verify_.set_limits(verify);
   ctx->backend_ = metrale::core::open_backend(opts);
   ctx->annotate_memory_ = ctx->backend_->mem_annotations_begin(nvtx);
   ctx->modules_ = std::make_unique<metrale::core::Modules>(*ctx->backend_, ctx->strings_);
@@ -116,6 +119,9 @@ void metrale_context::release_everything() noexcept {
     }
   };
   quietly([&] { sweep(); });
+  // Every padded block freed so far (the sweep's too) is checked and goes
+  // back to the pool before it is destroyed; overwritten pads are logged.
+  verify_freed_pads(true);
   quietly([&] { event_log_.close(); });  // after the sweep's frees; flushes the file
   if (quarantine_) release_quarantined(quarantine_->drain());
   if (backend_) staging_.release(*backend_);  // its DMAs finish before its streams go
@@ -195,7 +201,9 @@ size_t metrale_context::device_free_memory() {
 // Nothing is cached for reuse in this version, so it is the device's answer.
 size_t metrale_context::free_memory() {
   const size_t device_free = device_free_memory();
-  return pool_ ? device_free + pool_->stats().cached : device_free;
+  // Blocks waiting for their red-zone check count too: an out-of-memory
+  // retry checks them and hands them out.
+  return pool_ ? device_free + pool_->stats().cached + pad_verify_.bytes() : device_free;
 }
 
 // --- shared helpers ---------------------------------------------------------

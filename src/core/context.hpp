@@ -29,6 +29,7 @@
 #include "core/ledger.hpp"
 #include "core/modules.hpp"
 #include "core/pad_mirror.hpp"
+#include "core/pad_verify_queue.hpp"
 #include "core/pinned_cache.hpp"
 #include "core/pinned_registry.hpp"
 #include "core/quarantine.hpp"
@@ -351,7 +352,10 @@ struct metrale_context {
   // The free of a block already off the ledger (to the pool on `on`, or the
   // backend), held back while a red-zone pass may still read its pad (see
   // ScanFence). on == 0: the block's own stream.
-  void release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on = 0);
+  // A padded pooled block goes to the red-zone check first (hold_for_verify);
+  // file/line: the free's site, for its report.
+  void release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on = 0,
+                      const char* file = nullptr, int line = 0);
   // Frees what a closed red-zone pass held back; errors are logged.
   void free_held(const std::vector<metrale::core::ScanFence::Released>& held) noexcept;
   // The shared body of free() and free_on(): st == nullptr frees on the
@@ -418,6 +422,54 @@ struct metrale_context {
   // captures, filled at once and never recorded (rule 3).
   void fill_pooled_pad(DevPtr pad, size_t bytes, metrale::core::StreamObj* st, bool cap,
                        bool wait);
+  // --- red zones on pooled blocks (pad_verify_ops.cpp, pad_verify_queue.hpp) ---
+  // The pad of a new pooled block b (its first `bytes` the caller's): no
+  // fill when b's checked pattern tail already covers it, else the whole
+  // tail filled (the pad only while st captures); sets b->pattern_from.
+  void prepare_pooled_pad(metrale::core::pool::Block* b, size_t bytes, size_t pad,
+                          metrale::core::StreamObj* st, bool cap, bool wait);
+  // A padded pooled block just off the ledger: queued for the batch check
+  // (true), or false for anything else (the caller frees it as before).
+  bool hold_for_verify(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on,
+                       const char* file, int line);
+  // The padded pooled allocation in one lock (pad_fast_path.cpp): not
+  // while st captures nor with checked pointers (alloc_unlogged's path).
+  DevPtr alloc_pooled_padded(size_t bytes, metrale_alloc_kind_t kind,
+                             metrale::core::StreamObj* st, const char* file, int line,
+                             bool wait);
+  // With the ledger's lock held, a padded pooled block just taken off it
+  // joins the check list: true when queued (*run_pass: a check is due, to
+  // run once the lock is released), false (nothing changed) when it could
+  // not be; st: the stream of a free_async, nullptr for the block's own.
+  bool queue_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                            metrale::core::StreamObj* st, const char* file, int line,
+                            bool* run_pass) noexcept;
+ public:
+  // The batch check of every queued block: waits for the streams they were
+  // used on, reads their tails in one backend pass, reports the overwritten
+  // ones (log, event log, the next metrale_redzone_scan) and gives every
+  // block back to the pool, the intact ones with their pattern record.
+  // wait_for_other_pass: wait for a pass another thread runs (scan, trim,
+  // out-of-memory retry, teardown); else leave the blocks to it. Errors are
+  // logged; blocks then go back with no record.
+  void verify_freed_pads(bool wait_for_other_pass) noexcept;
+ private:
+  struct FreedPadReport {
+    metrale_redzone_violation_t v;  // file/line: the allocation site
+    const char* free_file;
+    int free_line;
+    const char* tag;                // nullptr: none
+  };
+  void run_verify_pass(std::vector<FreedPadReport>* reports);
+  FreedPadReport describe_freed_pad(const metrale::core::PendingPad& p, uint32_t counted);
+  // A checked block back to the pool with what of its range proved clean.
+  void release_checked(const metrale::core::PendingPad& p,
+                       metrale::core::pool::PatternRange pattern) noexcept;
+  void release_all_intact(const std::vector<metrale::core::PendingPad>& ready) noexcept;
+  void report_freed_pads(const std::vector<FreedPadReport>& reports);
+  static std::string freed_pad_message(const FreedPadReport& r);
+  std::vector<FreedPadReport> take_freed_reports();
+  static constexpr size_t kMaxFreedReports = 4096;
   // Starts timing a launch on st: true with *start recorded, false when the
   // timing is dropped (caps of KernelTimer; counted in timings_dropped).
   bool begin_timing(metrale::core::KernelObj* kern, metrale::core::StreamObj* st, size_t* row, EventHandle* start);
@@ -482,6 +534,12 @@ struct metrale_context {
   bool fast_free_ = false;
   // Red zones on and quarantine_bytes > 0.
   std::unique_ptr<metrale::core::Quarantine> quarantine_;
+  // Freed padded pooled blocks waiting for their check (pad_verify_ops.cpp),
+  // one pass at a time, and what passes found until a scan reports it.
+  metrale::core::PadVerifyQueue pad_verify_;
+  std::mutex verify_mutex_;
+  std::mutex freed_reports_mutex_;
+  std::vector<FreedPadReport> freed_reports_;
   std::atomic<bool> warned_pinned_source_{false};
   // METRALE_NVTX allows it and a tool listens (mem_annotations_begin): the
   // pool's chunk source annotates chunks and blocks. Set once at create.

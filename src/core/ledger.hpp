@@ -132,6 +132,8 @@ class Ledger {
 
   // The id of site file:line (copied once), for records kept elsewhere.
   uint32_t intern_site(const char* file, int line);
+  // The same with mutex() already held by the caller.
+  uint32_t intern_site_held(const char* file, int line) { return site_id_locked(file, line); }
   const char* site_file(uint32_t site) const;
   int site_line(uint32_t site) const;
 

@@ -36,6 +36,8 @@ metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char
   if (pooled && opts_.redzone_bytes == 0 && !bounds_ && !cap) {
     return alloc_pooled(bytes, kind, st, file, line);
   }
+  // Red zones on: the same in one lock, a fill only when needed (pad_fast_path.cpp).
+  if (pooled && !bounds_ && !cap) return alloc_pooled_padded(bytes, kind, st, file, line, wait_for_fill);
   uint64_t seq;
   {
     std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
@@ -60,7 +62,15 @@ metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char
   metrale::core::pool::Block* block = nullptr;
   try {
     if (pooled) {
-      block = device([&] { return pool_->allocate(bytes + pad, st->handle, cap); });
+      try {
+        block = device([&] { return pool_->allocate(bytes + pad, st->handle, cap); });
+      } catch (const Error& e) {
+        // Memory pressure: blocks waiting for their red-zone check go back
+        // to the pool (checked), and the pool gets one more try.
+        if (e.status() != METRALE_ERROR_OUT_OF_MEMORY || pad_verify_.count() == 0) throw;
+        verify_freed_pads(true);
+        block = device([&] { return pool_->allocate(bytes + pad, st->handle, cap); });
+      }
       ptr = block->ptr;
       reserved = block->size;
       // Pad included: the library's own fill and scan kernels touch it.
@@ -80,7 +90,7 @@ metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char
   if (pad > 0) {
     try {
       if (pooled) {
-        fill_pooled_pad(ptr + bytes, pad, st, cap, wait_for_fill);
+        prepare_pooled_pad(block, bytes, pad, st, cap, wait_for_fill);
       } else {
         metrale::backend::Range zone{ptr + bytes, pad};
         device([&] { backend_->pattern_fill(&zone, 1, METRALE_REDZONE_PATTERN); });
@@ -188,7 +198,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
     // The common pooled case: the entry leaves and the block goes back to
     // the pool under one lock. Anything else (a pad, streams marked with
     // record_stream, a driver allocation) continues below, entry taken.
-    bool taken = false, done = false;
+    bool taken = false, done = false, check = false;
     {
       std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
       taken = ledger_.take_locked(ptr, &e);
@@ -197,9 +207,14 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
         pool_->free_held(e.block, st != nullptr ? st->handle : e.block->stream);
         count_free_held(e.bytes);
         done = true;
+      } else if (taken && e.block != nullptr && e.pad > 0 &&
+                 queue_freed_pad_held(ptr, e, st, file, line, &check)) {
+        count_free_held(e.bytes);  // a padded block waits for its check (pad_fast_path.cpp)
+        done = true;
       }
     }
     if (!taken) refuse_free(ptr);
+    if (check) verify_freed_pads(false);
     if (done) return log_free(tk, e, ptr, st, file, line);
   } else if (!ledger_.take(ptr, &e)) {
     // Off the ledger first: of two threads freeing ptr at once exactly one
@@ -230,7 +245,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
     } else if (quarantine_takes(e)) {
       quarantine_block(ptr, e, on, file, line);
     } else {
-      release_memory(ptr, e, on);
+      release_memory(ptr, e, on, file, line);
     }
   } catch (...) {
     // Nothing was freed (the driver or the pool still holds the memory, so
@@ -246,9 +261,11 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
 }
 
 void metrale_context::release_memory(DevPtr ptr, const metrale::core::LedgerEntry& e,
-                                     StreamHandle on) {
+                                     StreamHandle on, const char* file, int line) {
   // Only pads are read by a red-zone pass; a padless block goes back now.
   if (e.pad > 0) {
+    // A pooled one is checked first, in a batch (pad_verify_ops.cpp).
+    if (hold_for_verify(ptr, e, on, file, line)) return;
     if (e.block != nullptr && on != 0) pool_->set_stream(e.block, on);  // freed on `on` later
     if (scan_fence_.hold(ptr, e.block)) return;
   }

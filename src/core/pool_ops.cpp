@@ -1,5 +1,7 @@
 // The caching pool's calls on a context: frees on a stream, record_stream,
 // stats and trim. Allocation and the plain free live in memory.cpp.
+#include <cstring>
+
 #include "core/context.hpp"
 #include "core/format.hpp"
 
@@ -39,13 +41,23 @@ void metrale_context::pool_stats(metrale_pool_stats_t* out) const {
     s.blocks_in_use = p.blocks_in_use;
   }
   s.quarantined_bytes = quarantined_bytes();
-  *out = s;
+  s.pad_fills = pad_verify_.fills.load(std::memory_order_relaxed);
+  s.pad_fills_skipped = pad_verify_.fills_skipped.load(std::memory_order_relaxed);
+  s.pad_checks = pad_verify_.passes.load(std::memory_order_relaxed);
+  s.pads_checked = pad_verify_.verified.load(std::memory_order_relaxed);
+  s.pads_overwritten = pad_verify_.dirty.load(std::memory_order_relaxed);
+  s.pads_pending = pad_verify_.count();
+  s.pads_pending_bytes = pad_verify_.bytes();
+  // An older layout (struct_size checked by the api) gets the fields it has.
+  std::memcpy(static_cast<void*>(out), &s, size < sizeof s ? size : sizeof s);
 }
 
 // The device pool down to keep_bytes, and the pinned host cache emptied
 // (its blocks are page-locked host memory nobody uses until a reuse).
 size_t metrale_context::pool_trim(size_t keep_bytes) {
   fault_.check();
+  // Blocks waiting for their red-zone check first: checked, they are cached.
+  if (pad_verify_.count() != 0) verify_freed_pads(true);
   size_t released = pinned_pool_trim(0);
   if (pool_) released += device([&] { return pool_->trim(keep_bytes); });
   return released;

@@ -102,7 +102,11 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
   fault_.check();
   refuse_in_any_work("metrale_redzone_scan");
   *count = 0;
-  if (ledger_.pad_count() == 0 && quarantined_bytes() == 0) return;
+  // Freed padded blocks still waiting for their check are checked now, so
+  // an overrun by an allocation freed before this scan is reported by it.
+  if (pad_verify_.count() != 0) verify_freed_pads(true);
+  std::vector<FreedPadReport> freed = take_freed_reports();
+  if (ledger_.pad_count() == 0 && quarantined_bytes() == 0 && freed.empty()) return;
   // Before the pass opens: frees are not held back while streams drain.
   settle_streams_before_scan();
 
@@ -159,10 +163,13 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
       // The pad changed back between the two looks; count what the device saw.
       if (first) v.bad_bytes = d.bad_bytes;
       found.push_back(v);
+      pad_verify_.note_reported(v.seq);  // its free's check stays quiet about it
     }
   }
   // Writes into freed, quarantined blocks (a pass of its own).
   quarantine_violations(&found);
+  // Pads of blocks freed since the last scan, found by the batch checks.
+  for (const FreedPadReport& r : freed) found.push_back(r.v);
   std::sort(found.begin(), found.end(),
             [](const auto& a, const auto& b) { return a.seq < b.seq; });
   for (size_t i = 0; i < found.size() && i < cap; ++i) out[i] = found[i];
@@ -170,6 +177,14 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
   log_scan(found);
   if (!found.empty()) {
     const auto& v = found.front();
+    // Overwritten before its free: the message names the free's site too.
+    for (const FreedPadReport& r : freed) {
+      if (r.v.ptr == v.ptr && r.v.seq == v.seq) {
+        fail(METRALE_ERROR_REDZONE_CORRUPTED,
+             metrale::core::plural(found.size(), "red-zone pad") + " overwritten; first: " +
+                 freed_pad_message(r));
+      }
+    }
     // Its tag (core/tags.hpp) when it is still live (a quarantined block is not).
     metrale::core::LedgerEntry first;
     const char* tag = ledger_.lookup_seq(v.ptr, v.seq, &first)
@@ -198,6 +213,7 @@ void metrale_context::redzone_poison(uint64_t lo, uint64_t hi) {
     free_held(held);
   };
   metrale::core::ScanPass<decltype(release)> pass(scan_fence_, release);
+  pad_verify_.forget_reported(lo, hi);  // repaired: a later overrun there is new
   std::vector<Range> zones = ledger_.pads_with_seq(lo, hi);
   if (zones.empty()) return;
   device([&] { backend_->pattern_fill(zones.data(), zones.size(), METRALE_REDZONE_PATTERN); });

@@ -30,6 +30,11 @@ bool ScanFence::hold(DevPtr ptr, void* block) {
   return true;
 }
 
+bool ScanFence::any_open() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !open_.empty();
+}
+
 std::vector<ScanFence::Released> ScanFence::drain() {
   std::vector<Released> out;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -36,6 +36,9 @@ class ScanFence {
   // Called by a free after the ledger entry is gone: true when a pass is
   // open, and then the block is held (the caller must not free it now).
   bool hold(DevPtr ptr, void* block);
+  // Whether a pass is open now (a free after this call that sees false
+  // needs no hold: a pass opened later never had its pad in its snapshot).
+  bool any_open();
   // Every held block, for context teardown.
   std::vector<Released> drain();
 

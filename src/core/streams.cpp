@@ -76,6 +76,7 @@ void metrale_context::stream_destroy(metrale_stream* s) {
   // its cached blocks and the blocks ordered on it go to the default stream.
   if (counted) captures_open_.fetch_sub(1, std::memory_order_acq_rel);  // dies with it
   if (quarantine_) quarantine_->retarget(h, default_stream_->handle);
+  pad_verify_.retarget(h, default_stream_->handle);
   if (pool_) {
     release_deferred(h);
     try {

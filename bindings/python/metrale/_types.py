@@ -93,7 +93,9 @@ class PoolStats(ctypes.Structure):
         for name in (
             "reserved_bytes", "in_use_bytes", "requested_bytes", "cached_bytes",
             "peak_in_use_bytes", "chunk_allocs", "chunk_frees", "largest_free_block",
-            "blocks_in_use", "quarantined_bytes",
+            "blocks_in_use", "quarantined_bytes", "pad_fills", "pad_fills_skipped",
+            "pad_checks", "pads_checked", "pads_overwritten", "pads_pending",
+            "pads_pending_bytes",
         )
     ]
 

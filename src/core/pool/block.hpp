@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/pool/chunk_source.hpp"
@@ -14,6 +15,19 @@
 namespace metrale::core::pool {
 
 struct Chunk;
+
+// Red zones (core/pad_verify_ops.cpp): a byte range of a block, as offsets
+// from its start, known to hold METRALE_REDZONE_PATTERN: written by the
+// library and checked intact since, with nothing handed out over it. None
+// (from == kNoPattern) when unknown.
+constexpr size_t kNoPattern = std::numeric_limits<size_t>::max();
+struct PatternRange {
+  size_t from = kNoPattern;
+  size_t to = 0;
+  bool known() const { return from != kNoPattern && from < to; }
+  // Whether [lo, hi) lies inside.
+  bool covers(size_t lo, size_t hi) const { return known() && from <= lo && hi <= to; }
+};
 
 enum class BlockState : uint8_t {
   ALLOCATED,  // handed out
@@ -40,7 +54,36 @@ struct Block {
   std::vector<StreamId> uses;
   // PENDING only: one event per stream in `uses`, recorded at the free.
   std::vector<EventId> pending_events;
+  // Red zones: the checked pattern the block carries (see PatternRange).
+  // Set only by the context (on a padded hand-out, and through free's
+  // pattern argument after a check); every other free drops it, and split
+  // and merge keep only what the layout proves (the functions below).
+  PatternRange pattern;
 };
+
+// The records of the two halves of a split at `at`: what of the range lies
+// in each, the rest's shifted to its start.
+inline PatternRange head_pattern_after_split(PatternRange p, size_t at) {
+  PatternRange h;
+  if (p.known() && p.from < at) h = PatternRange{p.from, p.to < at ? p.to : at};
+  return h;
+}
+inline PatternRange rest_pattern_after_split(PatternRange p, size_t at) {
+  PatternRange r;
+  if (p.known() && p.to > at) r = PatternRange{(p.from > at ? p.from : at) - at, p.to - at};
+  return r;
+}
+// The record of front+back merged: one range, so the two join when they
+// touch, else the longer is kept.
+inline PatternRange pattern_after_merge(size_t front_size, PatternRange front,
+                                        PatternRange back) {
+  PatternRange b;
+  if (back.known()) b = PatternRange{front_size + back.from, front_size + back.to};
+  if (!front.known()) return b;
+  if (!b.known()) return front;
+  if (front.to == b.from) return PatternRange{front.from, b.to};
+  return (front.to - front.from) >= (b.to - b.from) ? front : b;
+}
 
 struct Chunk {
   DevPtr base = 0;

@@ -62,6 +62,7 @@ void CachingPool::recycle(Block* b) {
   b->pending_events.clear();
   b->epoch = 0;
   b->requested = 0;
+  b->pattern = PatternRange{};
   spare_blocks_.push_back(b);
 }
 
@@ -125,6 +126,7 @@ Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId 
   b->stream = stream;
   b->epoch = 0;
   b->state = BlockState::FREE;
+  b->pattern = PatternRange{};  // fresh memory: never filled
   chunk->first = b;
   chunks_.push_back(std::move(chunk));
   st_.reserved += csize;
@@ -141,6 +143,8 @@ Block* CachingPool::split(Block* b, size_t size, StreamState& owner) {
   r->stream = owner.id();
   r->epoch = b->epoch;
   r->state = BlockState::FREE;
+  r->pattern = rest_pattern_after_split(b->pattern, size);
+  b->pattern = head_pattern_after_split(b->pattern, size);
   r->prev = b;
   r->next = b->next;
   if (b->next != nullptr) b->next->prev = r;
@@ -217,6 +221,7 @@ void CachingPool::insert_free(Block* b, StreamState& owner) {
   if (mergeable(b->prev)) {
     Block* p = b->prev;
     idx.erase(p);
+    p->pattern = pattern_after_merge(p->size, p->pattern, b->pattern);
     p->size += b->size;
     p->epoch = std::max(p->epoch, b->epoch);
     p->next = b->next;
@@ -227,6 +232,7 @@ void CachingPool::insert_free(Block* b, StreamState& owner) {
   if (mergeable(b->next)) {
     Block* n = b->next;
     idx.erase(n);
+    b->pattern = pattern_after_merge(b->size, b->pattern, n->pattern);
     b->size += n->size;
     b->epoch = std::max(b->epoch, n->epoch);
     b->next = n->next;
@@ -236,17 +242,19 @@ void CachingPool::insert_free(Block* b, StreamState& owner) {
   idx.insert(b);
 }
 
-void CachingPool::free(Block* b) {
+void CachingPool::free(Block* b, PatternRange pattern) {
   std::lock_guard<FastMutex> lock(mu_);
-  free_locked(b, b->stream);
+  free_locked(b, b->stream, pattern);
 }
 
-void CachingPool::free_on(Block* b, StreamId stream) {
+void CachingPool::free_on(Block* b, StreamId stream, PatternRange pattern) {
   std::lock_guard<FastMutex> lock(mu_);
-  free_locked(b, stream);
+  free_locked(b, stream, pattern);
 }
 
-void CachingPool::free_locked(Block* b, StreamId stream) {
+void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
+  // Whatever the owner wrote: only a checked range (the caller's word) stays.
+  b->pattern = pattern;
   // Freed on another stream than its own: it stays with its own stream's
   // cache (where it coalesces with its neighbours), behind an event on the
   // freeing stream, as torch does. Moving it to the freeing stream's cache
@@ -266,7 +274,7 @@ void CachingPool::free_locked(Block* b, StreamId stream) {
     StreamState& owner = state_for(stream);
     release_counts(b);
     b->epoch = owner.next_epoch();
-    if (!owner.bins().put(b)) insert_free(b, owner);
+    if (!owner.bins().put(b, bin_cap(b))) insert_free(b, owner);
     return;
   }
   b->uses.erase(std::remove(b->uses.begin(), b->uses.end(), stream), b->uses.end());
@@ -302,7 +310,7 @@ void CachingPool::free_locked(Block* b, StreamId stream) {
   b->epoch = owner.next_epoch();
   b->stream = stream;
   if (events.empty()) {
-    if (!owner.bins().put(b)) insert_free(b, owner);
+    if (!owner.bins().put(b, bin_cap(b))) insert_free(b, owner);
   } else {
     b->state = BlockState::PENDING;
     b->pending_events = std::move(events);

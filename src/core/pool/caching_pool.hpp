@@ -69,7 +69,10 @@ class CachingPool {
   // allocate / free / free_on / record_stream with lock() already held by
   // the caller.
   Block* allocate_held(size_t bytes, StreamId stream, bool capturing = false);
-  void free_held(Block* b, StreamId stream) { free_locked(b, stream); }
+  void free_held(Block* b, StreamId stream) { free_locked(b, stream, PatternRange{}); }
+  void free_held(Block* b, StreamId stream, PatternRange pattern) {
+    free_locked(b, stream, pattern);
+  }
   void record_stream_held(Block* b, StreamId stream);
   FastMutex& lock() const { return mu_; }
   // The fast paths of allocate_held and free_held, inline (lock() held).
@@ -90,14 +93,17 @@ class CachingPool {
     if (!owner.bins().put(b)) insert_free(b, owner);
   }
   // Frees a handed-out block on the stream it was allocated on.
-  void free(Block* b);
+  // pattern (every free): the caller's word that this range of the block
+  // holds the red-zone pattern, checked since its last use
+  // (core/pad_verify_ops.cpp); none for anything else.
+  void free(Block* b, PatternRange pattern = PatternRange{});
   // Frees a block on `stream`: the caller has ordered every use of the
   // block before this point of `stream` (as with cuMemFreeAsync), except
   // uses on streams marked with record_stream, which get an event each.
   // CAPTURE (nothing changed) when one of those streams is capturing: its
   // event would be recorded into the graph. A failing event record leaves
   // the block handed out, as before.
-  void free_on(Block* b, StreamId stream);
+  void free_on(Block* b, StreamId stream, PatternRange pattern = PatternRange{});
   // Marks a handed-out block as used on `stream` too (like torch's
   // record_stream).
   void record_stream(Block* b, StreamId stream);
@@ -164,7 +170,17 @@ class CachingPool {
   Block* fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream);
   Block* split(Block* b, size_t size, StreamState& owner);
   void insert_free(Block* b, StreamState& owner);
-  void free_locked(Block* b, StreamId stream);
+  void free_locked(Block* b, StreamId stream, PatternRange pattern);
+  // How many blocks of one size a stream's bins keep: more for blocks that
+  // carry a checked pattern range. Those come back from a red-zone batch
+  // check (core/pad_verify_queue.hpp) many at once, all of one size in the
+  // loop that allocates and frees the same shapes; past the usual cap they
+  // would coalesce in the free index and lose their record, and every reuse
+  // would pay a fill and a stream wait again. They were held back, not
+  // reusable, while waiting for the check: binning them keeps no more.
+  static uint32_t bin_cap(const Block* b) {
+    return b->pattern.known() ? ReuseBins::kMaxPerBinChecked : ReuseBins::kMaxPerBin;
+  }
   void promote_pending(bool wait);
   size_t release_cached(size_t keep_bytes);
 

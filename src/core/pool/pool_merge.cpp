@@ -63,6 +63,7 @@ size_t CachingPool::merge_completed(StreamId stream) {
     while (complete(b->next)) {
       Block* n = b->next;
       state_for(n->stream).index(small).erase(n);
+      b->pattern = pattern_after_merge(b->size, b->pattern, n->pattern);
       b->size += n->size;
       b->next = n->next;
       if (n->next != nullptr) n->next->prev = b;

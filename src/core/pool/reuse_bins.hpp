@@ -21,6 +21,9 @@ namespace metrale::core::pool {
 class ReuseBins {
  public:
   static constexpr uint32_t kMaxPerBin = 64;
+  // For blocks with a checked red-zone pattern (CachingPool::bin_cap): a
+  // whole batch of the red-zone check (256 by default) fits.
+  static constexpr uint32_t kMaxPerBinChecked = 512;
 
   // A binned block of exactly `size` bytes, nullptr when none.
   Block* take(size_t size) {
@@ -33,11 +36,11 @@ class ReuseBins {
     --blocks_;
     return b;
   }
-  // Bins b (state BINNED); false when its bin is full or there is no bin
+  // Bins b (state BINNED); false when its bin holds cap blocks or there is no bin
   // for its size (the caller puts it into the free index instead).
-  bool put(Block* b) {
+  bool put(Block* b, uint32_t cap = kMaxPerBin) {
     Bin* bin = find_or_add(b->size);
-    if (bin == nullptr || bin->count >= kMaxPerBin) return false;
+    if (bin == nullptr || bin->count >= cap) return false;
     b->bin_next = bin->head;
     bin->head = b;
     ++bin->count;

@@ -148,6 +148,13 @@ pub struct metrale_pool_stats_t {
     pub largest_free_block: u64,
     pub blocks_in_use: u64,
     pub quarantined_bytes: u64,
+    pub pad_fills: u64,
+    pub pad_fills_skipped: u64,
+    pub pad_checks: u64,
+    pub pads_checked: u64,
+    pub pads_overwritten: u64,
+    pub pads_pending: u64,
+    pub pads_pending_bytes: u64,
 }
 
 #[repr(C)]

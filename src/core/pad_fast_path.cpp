@@ -1,0 +1,137 @@
+// The padded pooled allocation and free in one lock each, as the padless
+// pool path (memory.cpp's alloc_pooled and free_impl's first branch): the
+// seq, the block, the pattern check and the ledger entry under the ledger's
+// lock (which is the pool's); a free's entry leaves and its block joins the
+// red-zone check list (pad_verify_queue.hpp) under it too. Only a block
+// whose pad must be filled leaves the lock for the fill (a device call and,
+// for metrale_alloc, a wait), as before.
+#include <limits>
+
+#include "core/context.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+
+using metrale::Error;
+using metrale::fail;
+using metrale::core::pool::Block;
+using metrale::core::pool::PatternRange;
+
+namespace {
+
+void log_large(size_t bytes, const char* file, int line, uint64_t ptr) {
+  // As alloc_unlogged: should_log first, the arguments are strings.
+  if (bytes >= (size_t{32} << 20) && metrale::core::log().should_log(spdlog::level::debug)) {
+    metrale::core::log().debug("alloc {} at {}:{} (device ptr {})",
+                               metrale::core::human_bytes(bytes), file, line,
+                               metrale::core::hex(ptr));
+  }
+}
+
+}  // namespace
+
+metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
+                                                             metrale_alloc_kind_t kind,
+                                                             metrale::core::StreamObj* st,
+                                                             const char* file, int line,
+                                                             bool wait) {
+  metrale::core::LedgerEntry entry;
+  entry.bytes = bytes;
+  entry.kind = kind;
+  Block* b = nullptr;
+  DevPtr ptr = 0;
+  bool wraps = false;
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+    entry.seq = seq_.load(std::memory_order_relaxed);
+    seq_.store(entry.seq + 1, std::memory_order_relaxed);
+    entry.pad = entry.seq >= opts_.redzone_min_index ? opts_.redzone_bytes : 0;
+    wraps = bytes > std::numeric_limits<size_t>::max() - entry.pad;
+    if (!wraps) {
+      try {
+        b = device([&] { return pool_->allocate_held(bytes + entry.pad, st->handle); });
+      } catch (const Error& e) {
+        if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
+        // Retried below, out of the lock, after the blocks waiting for their
+        // check went back to the pool.
+      }
+    }
+    if (b != nullptr && (entry.pad == 0 || b->pattern.covers(bytes, bytes + entry.pad))) {
+      // No fill: the pad lies inside the block's checked pattern.
+      if (entry.pad > 0) {
+        b->pattern = PatternRange{bytes, b->pattern.to};
+        pad_verify_.fills_skipped.fetch_add(1, std::memory_order_relaxed);
+      }
+      entry.reserved = b->size;
+      entry.block = b;
+      chunk_source_->block_handed_out(b->ptr, bytes + entry.pad);
+      ledger_.record_locked(b->ptr, entry, file, line);
+      count_alloc_held(bytes);
+      ptr = b->ptr;
+    }
+  }
+  if (ptr != 0) {
+    log_large(bytes, file, line, ptr);
+    return ptr;
+  }
+  if (wraps) {
+    fail(METRALE_ERROR_OUT_OF_MEMORY, "out of device memory: asked " + std::to_string(bytes) +
+                                          " bytes plus a " + std::to_string(entry.pad) +
+                                          "-byte red zone at " +
+                                          metrale::core::site_text(file, line) +
+                                          ", more than the address space holds");
+  }
+  if (b == nullptr) {
+    try {
+      if (pad_verify_.count() != 0) verify_freed_pads(true);
+      b = device([&] { return pool_->allocate(bytes + entry.pad, st->handle); });
+    } catch (const Error& e) {
+      if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
+      throw Error(METRALE_ERROR_OUT_OF_MEMORY, oom_message(bytes, file, line, false, true, e),
+                  e.driver_code());
+    }
+  }
+  chunk_source_->block_handed_out(b->ptr, bytes + entry.pad);
+  if (entry.pad > 0) {
+    try {
+      prepare_pooled_pad(b, bytes, entry.pad, st, false, wait);
+    } catch (...) {
+      try {
+        chunk_source_->block_returned(b->ptr);
+        pool_->free(b);
+      } catch (...) {
+        // The fill's error is the one the caller needs.
+      }
+      throw;
+    }
+  }
+  entry.reserved = b->size;
+  entry.block = b;
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+    ledger_.record_locked(b->ptr, entry, file, line);
+    count_alloc_held(bytes);
+  }
+  log_large(bytes, file, line, b->ptr);
+  return b->ptr;
+}
+
+bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                                           metrale::core::StreamObj* st, const char* file,
+                                           int line, bool* run_pass) noexcept {
+  metrale::core::PendingPad p;
+  p.ptr = ptr;
+  p.entry = e;
+  p.stream = st != nullptr ? st->handle : 0;
+  const Block* b = e.block;
+  const bool filled = b->pattern.from == e.bytes && b->pattern.covers(e.bytes, e.bytes + e.pad);
+  p.check_from = e.bytes;
+  p.check_to = filled ? b->pattern.to : e.bytes + e.pad;
+  p.held_bytes = b->size;
+  try {
+    p.free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
+    *run_pass = pad_verify_.add(p);
+  } catch (...) {
+    return false;  // nothing queued: the caller's general path frees it
+  }
+  return true;
+}

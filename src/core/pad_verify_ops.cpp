@@ -1,0 +1,271 @@
+// Red zones on pooled blocks without a fill per allocation (see
+// pad_verify_queue.hpp): the allocation side, which fills a block's tail only
+// when the block does not already carry the pattern there, and the free
+// side, which queues freed padded blocks and checks them in batches before
+// the pool may hand them out again.
+#include <algorithm>
+#include <cstdio>
+
+#include "core/context.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+#include "core/tags.hpp"
+
+using metrale::Error;
+using metrale::backend::Range;
+using metrale::core::PendingPad;
+using metrale::core::pool::Block;
+using metrale::core::pool::PatternRange;
+
+namespace {
+
+// This thread runs a pass: a log callback calling back in must not start
+// another one (it would wait for the pass it is called from).
+thread_local bool t_in_pass = false;
+
+// Slack after a pad filled with it too (prepare_pooled_pad).
+constexpr size_t kFillSlack = 4096;
+
+}  // namespace
+
+void metrale_context::prepare_pooled_pad(Block* b, size_t bytes, size_t pad,
+                                         metrale::core::StreamObj* st, bool cap, bool wait) {
+  const DevPtr ptr = b->ptr;
+  // What the pool handed out: a range checked to hold the pattern since the
+  // block's last use, with nothing handed out over it.
+  const metrale::core::pool::PatternRange known = b->pattern;
+  b->pattern = metrale::core::pool::PatternRange{};  // until a fill is issued
+  if (known.covers(bytes, bytes + pad)) {
+    // The new pad lies inside it: no fill, no wait. The caller's bytes
+    // [0, bytes) are theirs now; the rest of the range stays ours.
+    b->pattern = metrale::core::pool::PatternRange{bytes, known.to};
+    pad_verify_.fills_skipped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // The pad and up to kFillSlack bytes of the block's slack after it (the
+  // pool rounds sizes), so that a later, somewhat larger allocation from
+  // this block finds its pad inside the pattern too. Bounded: a block left
+  // unsplit can be megabytes longer than asked, and each check reads what
+  // was filled. While st captures, the pad only, filled at once (rule 3).
+  const size_t to = cap ? bytes + pad : std::min(b->size, bytes + pad + kFillSlack);
+  fill_pooled_pad(ptr + bytes, to - bytes, st, cap, wait);
+  b->pattern = metrale::core::pool::PatternRange{bytes, to};
+  pad_verify_.fills.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool metrale_context::hold_for_verify(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                                      StreamHandle on, const char* file, int line) {
+  if (e.pad == 0 || e.block == nullptr || pool_ == nullptr) return false;
+  PendingPad p;
+  p.ptr = ptr;
+  p.entry = e;
+  p.free_site = ledger_.intern_site(file != nullptr ? file : "<unknown>", line);
+  p.stream = on;
+  // Allocated, off the ledger, ours: nobody else reads or writes the block.
+  const Block* b = e.block;
+  const bool filled = b->pattern.from == e.bytes && b->pattern.covers(e.bytes, e.bytes + e.pad);
+  p.check_from = e.bytes;
+  p.check_to = filled ? b->pattern.to : e.bytes + e.pad;
+  p.held_bytes = b->size;
+  if (pad_verify_.add(p)) verify_freed_pads(false);
+  return true;
+}
+
+void metrale_context::verify_freed_pads(bool wait_for_other_pass) noexcept {
+  if (t_in_pass || pool_ == nullptr) return;
+  // Checking waits for streams: never from inside a host kernel (it may be
+  // the work waited for); the blocks wait for the next pass.
+  if (backend_->in_stream_work(0)) return;
+  std::unique_lock<std::mutex> serial(verify_mutex_, std::defer_lock);
+  if (wait_for_other_pass) {
+    serial.lock();
+  } else if (!serial.try_lock()) {
+    return;  // another thread's pass runs; these blocks go with the next one
+  }
+  t_in_pass = true;
+  std::vector<FreedPadReport> reports;
+  try {
+    run_verify_pass(&reports);
+  } catch (const std::exception& ex) {
+    metrale::core::log().debug("red-zone check of freed blocks failed: {}", ex.what());
+  } catch (...) {
+    metrale::core::log().debug("red-zone check of freed blocks failed");
+  }
+  t_in_pass = false;
+  serial.unlock();
+  report_freed_pads(reports);
+}
+
+void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
+  std::vector<PendingPad> batch = pad_verify_.take_all();
+  if (batch.empty()) return;
+  // The streams each block was last used on: the one it is freed on (or
+  // its own) and those marked with record_stream. Read under the pool's
+  // lock: retiring a stream rewrites them.
+  // Flat: block i's streams are waits[first[i], first[i + 1]). Scratch kept
+  // by the thread (passes are serial; no allocation per pass when steady).
+  thread_local std::vector<StreamHandle> waits;
+  thread_local std::vector<size_t> first;
+  waits.clear();
+  first.clear();
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Block* b = batch[i].entry.block;
+      first.push_back(waits.size());
+      waits.push_back(batch[i].stream != 0 ? batch[i].stream : b->stream);
+      for (StreamHandle u : b->uses) waits.push_back(u);
+    }
+    first.push_back(waits.size());
+  }
+  // Each stream waited for once per pass; one that captures cannot be, and
+  // its blocks wait for a later pass.
+  std::vector<StreamHandle> done, refused;
+  auto settle = [&](StreamHandle h) {
+    if (std::find(done.begin(), done.end(), h) != done.end()) return true;
+    if (std::find(refused.begin(), refused.end(), h) != refused.end()) return false;
+    bool cap = false;
+    if (captures_open_.load(std::memory_order_acquire) != 0) {
+      try {
+        cap = backend_->stream_is_capturing(h);
+      } catch (const Error&) {
+        cap = true;
+      }
+    }
+    if (!cap) {
+      try {
+        sync(h, "red-zone check of freed blocks");
+      } catch (const Error& e) {
+        // Destroyed meanwhile: its destroy waited for its work.
+        if (e.status() != METRALE_ERROR_INVALID_ARGUMENT) {
+          if (e.status() != METRALE_ERROR_CAPTURE) throw;
+          cap = true;
+        }
+      }
+    }
+    (cap ? refused : done).push_back(h);
+    return !cap;
+  };
+  std::vector<PendingPad> later;
+  try {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      bool ok = true;
+      for (size_t k = first[i]; k < first[i + 1]; ++k) ok = settle(waits[k]) && ok;
+      if (!ok) later.push_back(batch[i]);
+    }
+  } catch (...) {
+    // A lost device: the blocks go back unchecked and with no pattern record.
+    for (const PendingPad& p : batch) release_checked(p, PatternRange{});
+    throw;
+  }
+  // The batch itself becomes the list of blocks ready for the pass.
+  std::vector<PendingPad> ready = std::move(batch);
+  if (!later.empty()) {
+    pad_verify_.put_back(later);
+    size_t k = 0;
+    for (size_t i = 0; i < ready.size(); ++i) {
+      bool deferred = false;
+      for (size_t j = first[i]; j < first[i + 1] && !deferred; ++j)
+        deferred = std::find(refused.begin(), refused.end(), waits[j]) != refused.end();
+      if (!deferred) ready[k++] = ready[i];
+    }
+    ready.resize(k);
+  }
+  if (ready.empty()) return;
+  // Per block its pad and, when the allocation filled slack after it, that
+  // slack as a second range: only the pad is reported (a pad overrun, as a
+  // scan reports); dirty slack only costs the block its record.
+  thread_local std::vector<Range> ranges;
+  thread_local std::vector<size_t> at;  // block i's pad: ranges[at[i]]; slack next, if any
+  thread_local std::vector<uint32_t> bad;
+  ranges.clear();
+  at.clear();
+  for (const PendingPad& p : ready) {
+    at.push_back(ranges.size());
+    const size_t pad_end = p.check_from + p.entry.pad;
+    ranges.push_back(Range{p.ptr + p.check_from, p.entry.pad});
+    if (p.check_to > pad_end) ranges.push_back(Range{p.ptr + pad_end, p.check_to - pad_end});
+  }
+  at.push_back(ranges.size());
+  bad.assign(ranges.size(), 0);
+  try {
+    device([&] {
+      backend_->pattern_count(ranges.data(), ranges.size(), METRALE_REDZONE_PATTERN, bad.data());
+    });
+  } catch (...) {
+    for (const PendingPad& p : ready) release_checked(p, PatternRange{});
+    throw;
+  }
+  pad_verify_.passes.fetch_add(1, std::memory_order_relaxed);
+  pad_verify_.verified.fetch_add(ready.size(), std::memory_order_relaxed);
+  bool any_dirty = false;
+  for (size_t i = 0; i < ready.size(); ++i) {
+    const bool slack_dirty = at[i + 1] - at[i] == 2 && bad[at[i] + 1] != 0;
+    any_dirty |= slack_dirty || bad[at[i]] != 0;
+    if (bad[at[i]] == 0) continue;
+    // A scan reported this overrun while the block was live: not again.
+    if (pad_verify_.take_reported(ready[i].entry.seq)) continue;
+    pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
+    try {
+      reports->push_back(describe_freed_pad(ready[i], bad[at[i]]));
+    } catch (...) {
+      // Counted; the bytes could not be read back for the report.
+    }
+  }
+  if (any_dirty || scan_fence_.any_open()) {
+    for (size_t i = 0; i < ready.size(); ++i) {
+      const PendingPad& p = ready[i];
+      PatternRange keep;  // pad dirty: none
+      if (bad[at[i]] == 0) {
+        const bool slack_clean = at[i + 1] - at[i] == 1 || bad[at[i] + 1] == 0;
+        keep = PatternRange{p.check_from, slack_clean ? p.check_to : p.check_from + p.entry.pad};
+      }
+      release_checked(p, keep);
+    }
+  } else {
+    release_all_intact(ready);
+  }
+  pad_verify_.recycle(std::move(ready));
+}
+
+// The common end of a pass: every block intact and no red-zone pass open
+// (none can have these pads in its snapshot: see ScanFence), so all go
+// back under one lock of the pool.
+void metrale_context::release_all_intact(const std::vector<PendingPad>& ready) noexcept {
+  for (const PendingPad& p : ready) chunk_source_->block_returned(p.ptr);
+  std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
+  for (const PendingPad& p : ready) {
+    Block* b = p.entry.block;
+    try {
+      pool_->free_held(b, p.stream != 0 ? p.stream : b->stream,
+                       metrale::core::pool::PatternRange{p.check_from, p.check_to});
+    } catch (...) {
+      // An event record for a record_stream use failed: the block stays
+      // handed out (the pool's rule), lost to reuse but never handed out twice.
+      chunk_source_->block_handed_out(p.ptr, p.entry.bytes + p.entry.pad);
+    }
+  }
+}
+
+void metrale_context::release_checked(const PendingPad& p, PatternRange pattern) noexcept {
+  Block* b = p.entry.block;
+  try {
+    // A red-zone pass open since before the free may still read the pad.
+    if (p.stream != 0) pool_->set_stream(b, p.stream);
+    if (scan_fence_.hold(p.ptr, b)) return;  // released by the pass, no record
+    chunk_source_->block_returned(p.ptr);
+    device([&] {
+      if (p.stream != 0) {
+        pool_->free_on(b, p.stream, pattern);
+      } else {
+        pool_->free(b, pattern);
+      }
+    });
+  } catch (const std::exception& ex) {
+    metrale::core::log().debug("returning {} to the pool after its red-zone check failed: {}",
+                               metrale::core::hex(p.ptr), ex.what());
+  } catch (...) {
+    metrale::core::log().debug("returning {} to the pool after its red-zone check failed",
+                               metrale::core::hex(p.ptr));
+  }
+}

@@ -1,0 +1,87 @@
+#include "core/pad_verify_queue.hpp"
+
+#include <cstdlib>
+#include <iterator>
+#include <limits>
+
+#include "backend/env_number.hpp"
+
+namespace metrale::core {
+
+PadVerifyQueue::Limits PadVerifyQueue::limits_from_env() {
+  Limits l;
+  auto read = [](const char* var, size_t* out) {
+    const char* v = std::getenv(var);
+    if (v == nullptr || *v == '\0') return;
+    *out = static_cast<size_t>(
+        backend::parse_env_number(var, v, std::numeric_limits<size_t>::max()));
+  };
+  read("METRALE_REDZONE_VERIFY_BATCH", &l.count);
+  read("METRALE_REDZONE_VERIFY_BYTES", &l.bytes);
+  return l;
+}
+
+bool PadVerifyQueue::add(const PendingPad& p) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  held_.push_back(p);
+  bytes_ += p.held_bytes;
+  return held_.size() >= limits_.count || bytes_ >= limits_.bytes;
+}
+
+std::vector<PendingPad> PadVerifyQueue::take_all() {
+  std::vector<PendingPad> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  out.swap(held_);
+  held_.swap(spare_);
+  bytes_ = 0;
+  return out;
+}
+
+void PadVerifyQueue::recycle(std::vector<PendingPad>&& done) {
+  done.clear();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done.capacity() > spare_.capacity()) spare_.swap(done);
+}
+
+void PadVerifyQueue::put_back(const std::vector<PendingPad>& back) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const PendingPad& p : back) {
+    held_.push_back(p);
+    bytes_ += p.held_bytes;
+  }
+}
+
+void PadVerifyQueue::retarget(uint64_t gone, uint64_t heir) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (PendingPad& p : held_)
+    if (p.stream == gone) p.stream = heir;
+}
+
+size_t PadVerifyQueue::count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return held_.size();
+}
+
+size_t PadVerifyQueue::bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_;
+}
+
+void PadVerifyQueue::note_reported(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(reported_mutex_);
+  reported_.insert(seq);
+}
+
+void PadVerifyQueue::forget_reported(uint64_t lo, uint64_t hi) {
+  std::lock_guard<std::mutex> lock(reported_mutex_);
+  for (auto it = reported_.begin(); it != reported_.end();) {
+    it = (*it >= lo && *it < hi) ? reported_.erase(it) : std::next(it);
+  }
+}
+
+bool PadVerifyQueue::take_reported(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(reported_mutex_);
+  return reported_.erase(seq) != 0;
+}
+
+}  // namespace metrale::core

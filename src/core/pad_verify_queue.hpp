@@ -1,0 +1,94 @@
+// Freed padded pool blocks waiting for their red-zone check (the "pending
+// list"). A padded block freed to the pool is not reused at once: it waits
+// here, off the ledger, still handed out as far as the pool knows, until a
+// batch pass (pad_verify_ops.cpp) reads the tails of every waiting block in
+// one backend pass, reports the ones that were overwritten (an overrun by
+// an allocation freed before any scan, which a scan of live pads never
+// sees) and gives the intact ones back to the pool with their pattern
+// recorded (Block::pattern), so that reusing them needs no fill.
+//
+// A pass runs when the list reaches its bounds (count or bytes: see
+// Limits), and before a scan, a trim, an out-of-memory retry and teardown.
+// This class is the bookkeeping only (thread-safe, one mutex); the context
+// reads, reports and releases.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include "core/ledger.hpp"
+
+namespace metrale::core {
+
+struct PendingPad {
+  DevPtr ptr = 0;
+  LedgerEntry entry;       // as it left the ledger (bytes, pad, seq, site, tag, block)
+  uint32_t free_site = 0;  // a ledger site id
+  uint64_t stream = 0;     // backend stream the block is freed on (work ordered before)
+  // The range the pass reads, from the block's start: the pattern range the
+  // allocation left after its buffer (the pad and the slack filled with it);
+  // intact, the block goes back to the pool with it as its record.
+  size_t check_from = 0;
+  size_t check_to = 0;
+  size_t held_bytes = 0;   // the block's size (what the pool cannot reuse meanwhile)
+};
+
+class PadVerifyQueue {
+ public:
+  struct Limits {
+    size_t count = 256;                    // METRALE_REDZONE_VERIFY_BATCH
+    size_t bytes = size_t{1} << 30;        // METRALE_REDZONE_VERIFY_BYTES
+  };
+  // The defaults with METRALE_REDZONE_VERIFY_BATCH / _BYTES applied;
+  // INVALID_ARGUMENT (metrale::Error) naming a malformed variable. 0 for
+  // either means 1: every free is checked at once.
+  static Limits limits_from_env();
+
+  void set_limits(Limits l) { limits_ = l; }
+  // Adds p; true when the list has reached a bound (the caller runs a pass).
+  bool add(const PendingPad& p);
+  // Everything waiting, oldest first; the list is empty after. recycle()
+  // gives the vector back when done, so its storage serves the next batch
+  // (no allocation per batch in the steady loop).
+  std::vector<PendingPad> take_all();
+  void recycle(std::vector<PendingPad>&& done);
+  // Puts back blocks a pass could not check now (their stream captures, or
+  // this thread runs its work).
+  void put_back(const std::vector<PendingPad>& back);
+  // Blocks freed on stream `gone` are ordered on `heir` from now on: `gone`
+  // is being destroyed (after its work finished) and its value may come back.
+  void retarget(uint64_t gone, uint64_t heir);
+  size_t count() const;
+  size_t bytes() const;
+
+  // Allocations (by seq) whose pad a scan reported while they were live:
+  // their free's check does not report the same overrun again.
+  void note_reported(uint64_t seq);
+  // metrale_redzone_poison repaired the pads of [lo, hi): a later overrun
+  // there is new.
+  void forget_reported(uint64_t lo, uint64_t hi);
+  // Whether seq was reported by a scan; forgets it (its block is freed).
+  bool take_reported(uint64_t seq);
+
+  // Telemetry (metrale_pool_stats_t): relaxed counters.
+  std::atomic<uint64_t> fills{0};          // tails or pads filled at allocation
+  std::atomic<uint64_t> fills_skipped{0};  // pads already known to hold the pattern
+  std::atomic<uint64_t> passes{0};         // batch passes that read tails
+  std::atomic<uint64_t> verified{0};       // blocks those passes checked
+  std::atomic<uint64_t> dirty{0};          // blocks found overwritten
+
+ private:
+  mutable std::mutex mutex_;
+  Limits limits_;
+  size_t bytes_ = 0;
+  std::vector<PendingPad> held_;
+  std::vector<PendingPad> spare_;  // empty, with capacity
+  std::mutex reported_mutex_;
+  std::unordered_set<uint64_t> reported_;
+};
+
+}  // namespace metrale::core

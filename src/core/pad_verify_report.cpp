@@ -1,0 +1,88 @@
+// Reporting what the red-zone check of freed blocks found
+// (pad_verify_ops.cpp): the overwritten pad read back, the message with both
+// sites and the tag, the log line, the event log, and the list the next
+// metrale_redzone_scan reports.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/context.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+#include "core/tags.hpp"
+
+using metrale::core::PendingPad;
+
+metrale_context::FreedPadReport metrale_context::describe_freed_pad(const PendingPad& p,
+                                                                    uint32_t counted) {
+  FreedPadReport r{};
+  metrale_redzone_violation_t& v = r.v;
+  v.ptr = p.ptr;
+  v.bytes = p.entry.bytes;
+  v.seq = p.entry.seq;
+  v.file = ledger_.site_file(p.entry.site);
+  v.line = ledger_.site_line(p.entry.site);
+  v.expected = METRALE_REDZONE_PATTERN;
+  v.bad_bytes = counted;
+  r.free_file = ledger_.site_file(p.free_site);
+  r.free_line = ledger_.site_line(p.free_site);
+  r.tag = metrale::core::tags::name(p.entry.tag);
+  // The stream the block was freed on has been waited for and is not
+  // capturing: the read back goes there.
+  const StreamHandle h = p.stream != 0 ? p.stream : pool_->block_stream(p.entry.block);
+  std::vector<uint8_t> bytes(p.entry.pad, 0);  // the pad: what a scan reports
+  device([&] {
+    backend_->copy_d2h_async(bytes.data(), p.ptr + p.check_from, bytes.size(), h);
+  });
+  sync(h, "red-zone check of freed blocks");
+  bool first = true;
+  size_t n = 0;
+  for (size_t off = 0; off < bytes.size(); ++off) {
+    if (bytes[off] == METRALE_REDZONE_PATTERN) continue;
+    if (first) {
+      v.first_bad_offset = off;
+      v.found = bytes[off];
+      first = false;
+    }
+    ++n;
+  }
+  if (!first) v.bad_bytes = n;
+  return r;
+}
+
+void metrale_context::report_freed_pads(const std::vector<FreedPadReport>& reports) {
+  if (reports.empty()) return;
+  std::vector<metrale_redzone_violation_t> found;
+  for (const FreedPadReport& r : reports) {
+    found.push_back(r.v);
+    metrale::core::log().error("{}", freed_pad_message(r));
+  }
+  {
+    std::lock_guard<std::mutex> lock(freed_reports_mutex_);
+    for (const FreedPadReport& r : reports) {
+      if (freed_reports_.size() < kMaxFreedReports) freed_reports_.push_back(r);
+    }
+  }
+  log_scan(found);
+}
+
+std::string metrale_context::freed_pad_message(const FreedPadReport& r) {
+  const metrale_redzone_violation_t& v = r.v;
+  char found[8], expected[8];
+  std::snprintf(found, sizeof found, "0x%02x", v.found);
+  std::snprintf(expected, sizeof expected, "0x%02x", v.expected);
+  return "red-zone pad overwritten before its free: " + metrale::core::hex(v.ptr) + " (" +
+         std::to_string(v.bytes) + " bytes, seq " + std::to_string(v.seq) +
+         (r.tag != nullptr ? ", tag " + std::string(r.tag) : "") + "), allocated at " +
+         metrale::core::site_text(v.file, v.line) + ", freed at " +
+         metrale::core::site_text(r.free_file, r.free_line) + ": " +
+         std::to_string(v.bad_bytes) + " bad bytes, the first at offset " +
+         std::to_string(v.first_bad_offset) + " past the end (expected " + expected + ", found " + found + ")";
+}
+
+std::vector<metrale_context::FreedPadReport> metrale_context::take_freed_reports() {
+  std::lock_guard<std::mutex> lock(freed_reports_mutex_);
+  std::vector<FreedPadReport> out;
+  out.swap(freed_reports_);
+  return out;
+}

@@ -1,0 +1,324 @@
+/* Red zones on pooled blocks without a fill per allocation: freed padded
+ * blocks wait for a batch check of their pads (METRALE_REDZONE_VERIFY_BATCH
+ * / _BYTES), overruns of freed allocations are reported with the site that
+ * allocated and the site that freed, and an intact block is reused without
+ * a new fill (pool stats pad_fills / pad_fills_skipped). Runs on both
+ * backends; skipped with the pool off (METRALE_POOL=0), where a free is a
+ * driver free and nothing waits. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+#define PAD 64
+
+/* A padded context; batch: METRALE_REDZONE_VERIFY_BATCH while it is created
+ * (NULL: the default). NULL return: the pool is off, the test skips. */
+static metrale_context_t* open_rz(const char* batch) {
+  if (batch != NULL) setenv("METRALE_REDZONE_VERIFY_BATCH", batch, 1);
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = PAD;
+  metrale_context_t* ctx = mt_open(&o);
+  unsetenv("METRALE_REDZONE_VERIFY_BATCH");
+  if (!mt_pool_on(ctx)) {
+    mt_close(ctx);
+    return NULL;
+  }
+  return ctx;
+}
+
+static metrale_pool_stats_t stats(metrale_context_t* ctx) {
+  metrale_pool_stats_t s = {.struct_size = sizeof s};
+  MT_OK(metrale_pool_stats(ctx, &s));
+  return s;
+}
+
+static void smash(metrale_context_t* ctx, metrale_devptr_t p, size_t bytes, size_t off) {
+  const unsigned char junk = 0x5a;
+  MT_OK(metrale_copy_h2d(ctx, &junk, 1, p + bytes + off));
+}
+
+static void expect_pad_is_pattern(metrale_context_t* ctx, metrale_devptr_t p, size_t bytes) {
+  unsigned char* pad = mt_read_device(ctx, p + bytes, PAD);
+  for (int i = 0; i < PAD; ++i) assert_int_equal(pad[i], METRALE_REDZONE_PATTERN);
+  free(pad);
+}
+
+/* Lines the library logs about freed pads. */
+static char g_logged[4096];
+static int g_lines;
+static void capture(metrale_log_level_t level, const char* msg, void* user) {
+  (void)user;
+  if (level < METRALE_LOG_ERROR || strstr(msg, "before its free") == NULL) return;
+  g_lines++;
+  strncat(g_logged, msg, sizeof g_logged - strlen(g_logged) - 2);
+  strcat(g_logged, "\n");
+}
+static void start_capture(void) {
+  g_logged[0] = '\0';
+  g_lines = 0;
+  MT_OK(metrale_log_set_callback(capture, NULL));
+}
+static void stop_capture(void) { MT_OK(metrale_log_set_callback(NULL, NULL)); }
+
+/* An overrun written into a pad, and the allocation freed before any scan:
+ * the check at the free (batch of 1) logs it with both sites, and the next
+ * scan reports it once, naming both sites. */
+static void freed_overrun_is_reported_with_both_sites(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz("1");
+  if (ctx == NULL) skip();
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc_at(ctx, 1000, "alloc_site.c", 11, &p));
+  smash(ctx, p, 1000, 3);
+  start_capture();
+  MT_OK(metrale_free_at(ctx, p, "free_site.c", 22));
+  stop_capture();
+  assert_int_equal(g_lines, 1);
+  assert_non_null(strstr(g_logged, "alloc_site.c:11"));
+  assert_non_null(strstr(g_logged, "free_site.c:22"));
+  assert_int_equal(stats(ctx).pads_overwritten, 1);
+  metrale_redzone_violation_t v[4];
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, v, 4, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_MESSAGE_HAS("alloc_site.c:11");
+  MT_MESSAGE_HAS("freed at free_site.c:22");
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0].ptr, p);
+  assert_int_equal(v[0].bytes, 1000);
+  assert_string_equal(v[0].file, "alloc_site.c");
+  assert_int_equal(v[0].line, 11);
+  assert_int_equal(v[0].first_bad_offset, 3);
+  assert_int_equal(v[0].bad_bytes, 1);
+  assert_int_equal(v[0].found, 0x5a);
+  /* Reported once. */
+  MT_OK(metrale_redzone_scan(ctx, v, 4, &n));
+  assert_int_equal(n, 0);
+  mt_close(ctx);
+}
+
+/* With the default batch nothing is checked at the free; the scan checks
+ * the waiting block and reports it, with its tag. */
+static void scan_checks_waiting_blocks(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz(NULL);
+  if (ctx == NULL) skip();
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_tag_push("encoder.rz"));
+  MT_OK(metrale_alloc_at(ctx, 300, "alloc_site.c", 33, &p));
+  MT_OK(metrale_tag_pop());
+  smash(ctx, p, 300, PAD - 1);
+  MT_OK(metrale_free_at(ctx, p, "free_site.c", 44));
+  assert_int_equal(stats(ctx).pads_pending, 1);
+  assert_int_equal(stats(ctx).pad_checks, 0);
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_MESSAGE_HAS("free_site.c:44");
+  MT_MESSAGE_HAS("tag encoder.rz");
+  assert_int_equal(n, 1);
+  assert_int_equal(stats(ctx).pads_pending, 0);
+  assert_int_equal(stats(ctx).pads_checked, 1);
+  mt_close(ctx);
+}
+
+/* An intact block comes back from its check with its pattern recorded: the
+ * same size again gets the same block, no fill, and a pad that is the
+ * pattern (and a real overrun of the new owner is still found). */
+static void intact_reuse_gets_no_fill(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz("1");
+  if (ctx == NULL) skip();
+  mt_load_kernels(ctx);
+  metrale_devptr_t a = 0, b = 0;
+  MT_OK(metrale_alloc(ctx, 4096, &a));
+  MT_OK(mt_fill_u32(ctx, NULL, a, 0x11111111u, 4096 / 4)); /* the owner's bytes only */
+  MT_OK(metrale_stream_synchronize(ctx, NULL));
+  MT_OK(metrale_free(ctx, a));
+  const metrale_pool_stats_t before = stats(ctx);
+  assert_int_equal(before.pads_pending, 0);
+  MT_OK(metrale_alloc(ctx, 4096, &b));
+  assert_int_equal(a, b);
+  const metrale_pool_stats_t after = stats(ctx);
+  assert_int_equal(after.pad_fills, before.pad_fills);
+  assert_int_equal(after.pad_fills_skipped, before.pad_fills_skipped + 1);
+  expect_pad_is_pattern(ctx, b, 4096);
+  MT_OK(mt_overflow_write(ctx, b, 4096, 2, 0x01010101u));
+  metrale_redzone_violation_t v[2];
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, v, 2, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0].ptr, b);
+  MT_OK(metrale_redzone_poison(ctx, 0, UINT64_MAX));
+  MT_OK(metrale_free(ctx, b));
+  mt_close(ctx);
+}
+
+/* The same block (same 512-byte class) asked for with a size that puts the
+ * pad below the checked range is filled again; a size whose pad still lies
+ * inside the range is not. Either way the pad is the pattern. */
+static void size_change_refills_only_outside_the_range(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz("1");
+  if (ctx == NULL) skip();
+  metrale_devptr_t a = 0, b = 0, c = 0;
+  MT_OK(metrale_alloc(ctx, 4096, &a)); /* 4160 -> a 4608-byte block */
+  MT_OK(metrale_free(ctx, a));
+  metrale_pool_stats_t s0 = stats(ctx);
+  MT_OK(metrale_alloc(ctx, 4040, &b)); /* smaller: pad [4040, 4104) */
+  assert_int_equal(b, a);
+  metrale_pool_stats_t s1 = stats(ctx);
+  assert_int_equal(s1.pad_fills, s0.pad_fills + 1);
+  expect_pad_is_pattern(ctx, b, 4040);
+  MT_OK(metrale_free(ctx, b));
+  MT_OK(metrale_alloc(ctx, 4400, &c)); /* larger: pad [4400, 4464), inside */
+  assert_int_equal(c, a);
+  metrale_pool_stats_t s2 = stats(ctx);
+  assert_int_equal(s2.pad_fills, s1.pad_fills);
+  assert_int_equal(s2.pad_fills_skipped, s1.pad_fills_skipped + 1);
+  expect_pad_is_pattern(ctx, c, 4400);
+  size_t n = 0;
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n));
+  MT_OK(metrale_free(ctx, c));
+  mt_close(ctx);
+}
+
+/* A write into the slack after the pad (the block's rounding, filled with
+ * the pattern too) is no pad overrun: not reported, but the block keeps only
+ * its pad as checked, so a larger size whose pad lies in the slack is
+ * filled again. */
+static void dirty_slack_costs_only_the_record(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz("1");
+  if (ctx == NULL) skip();
+  metrale_devptr_t a = 0, b = 0, c = 0;
+  MT_OK(metrale_alloc(ctx, 4096, &a)); /* a 4608-byte block: pad and slack filled */
+  smash(ctx, a, 4096, PAD + 10);        /* in the slack, past the pad */
+  MT_OK(metrale_free(ctx, a));
+  assert_int_equal(stats(ctx).pads_overwritten, 0);
+  metrale_pool_stats_t s0 = stats(ctx);
+  MT_OK(metrale_alloc(ctx, 4400, &b)); /* pad [4400, 4464): in the dirty slack */
+  assert_int_equal(b, a);
+  assert_int_equal(stats(ctx).pad_fills, s0.pad_fills + 1);
+  expect_pad_is_pattern(ctx, b, 4400);
+  MT_OK(metrale_free(ctx, b));
+  metrale_pool_stats_t s1 = stats(ctx);
+  MT_OK(metrale_alloc(ctx, 4400, &c)); /* refilled and checked: no fill now */
+  assert_int_equal(c, a);
+  assert_int_equal(stats(ctx).pad_fills, s1.pad_fills);
+  size_t n = 0;
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n));
+  MT_OK(metrale_free(ctx, c));
+  mt_close(ctx);
+}
+
+/* A padded block is never handed out before its check: while it waits,
+ * the same size gets another block; after the check, it comes back. A
+ * dirty one comes back without a record and is filled again. */
+static void waiting_block_is_not_handed_out(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz("1000");
+  if (ctx == NULL) skip();
+  metrale_devptr_t a = 0, b = 0, c = 0;
+  MT_OK(metrale_alloc(ctx, 256, &a));
+  smash(ctx, a, 256, 0);
+  MT_OK(metrale_free(ctx, a));
+  MT_OK(metrale_alloc(ctx, 256, &b));
+  assert_int_not_equal(a, b);
+  assert_int_equal(stats(ctx).blocks_in_use, 2);
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  const metrale_pool_stats_t before = stats(ctx);
+  MT_OK(metrale_alloc(ctx, 256, &c));
+  assert_int_equal(c, a);
+  assert_int_equal(stats(ctx).pad_fills, before.pad_fills + 1);
+  expect_pad_is_pattern(ctx, c, 256);
+  MT_OK(metrale_free(ctx, b));
+  MT_OK(metrale_free(ctx, c));
+  mt_close(ctx);
+}
+
+/* Trim, the out-of-memory retry and destroy check what waits, too. */
+static void trim_oom_and_destroy_drain_the_list(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz("1000");
+  if (ctx == NULL) skip();
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 512, &p));
+  MT_OK(metrale_free(ctx, p));
+  assert_int_equal(stats(ctx).pads_pending, 1);
+  MT_OK(metrale_pool_trim(ctx, 0, NULL));
+  assert_int_equal(stats(ctx).pads_pending, 0);
+  assert_int_equal(stats(ctx).pads_checked, 1);
+  /* A request no device meets: the retry checks the waiting block first. */
+  MT_OK(metrale_alloc(ctx, 512, &p));
+  smash(ctx, p, 512, 1);
+  MT_OK(metrale_free_at(ctx, p, "free_site.c", 55));
+  assert_int_equal(stats(ctx).pads_pending, 1);
+  metrale_devptr_t big = 0;
+  MT_STATUS(metrale_alloc(ctx, (size_t)1 << 40, &big), METRALE_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(stats(ctx).pads_pending, 0);
+  assert_int_equal(stats(ctx).pads_overwritten, 1);
+  /* Destroy checks the rest and logs an overwritten one. */
+  MT_OK(metrale_alloc_at(ctx, 512, "alloc_site.c", 66, &p));
+  smash(ctx, p, 512, 2);
+  MT_OK(metrale_free_at(ctx, p, "free_site.c", 77));
+  start_capture();
+  mt_close(ctx);
+  stop_capture();
+  assert_int_equal(g_lines, 1);
+  assert_non_null(strstr(g_logged, "alloc_site.c:66"));
+  assert_non_null(strstr(g_logged, "free_site.c:77"));
+}
+
+/* Stream order: a kernel on stream s overruns the pad, and the block is
+ * freed on s right after, with nothing waited for. The check waits for s
+ * before it reads the pad, so the overrun is found. */
+static void check_waits_for_the_freeing_stream(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz("1");
+  if (ctx == NULL) skip();
+  mt_load_kernels(ctx);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t p = 0;
+  uint64_t bytes = 1 << 20, extra = 5;
+  uint32_t value = 0x02020202u;
+  MT_OK(metrale_alloc_async(ctx, bytes, s, &p));
+  void* params[] = {&p, &bytes, &extra, &value};
+  const metrale_dim3_t grid = {(uint32_t)((bytes + extra + 255) / 256), 1, 1};
+  const metrale_dim3_t block = {256, 1, 1};
+  MT_OK(metrale_launch(ctx, mt_kernel(ctx, "overflow_write"), grid, block, 0, s, params));
+  MT_OK(metrale_free_async(ctx, p, s));
+  assert_int_equal(stats(ctx).pads_overwritten, 1);
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  assert_int_equal(n, 1);
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+static void malformed_knob_fails_the_create(void** state) {
+  (void)state;
+  setenv("METRALE_REDZONE_VERIFY_BYTES", "12x", 1);
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = PAD;
+  metrale_context_t* ctx = NULL;
+  MT_STATUS(metrale_context_create(&o, &ctx), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("METRALE_REDZONE_VERIFY_BYTES");
+  unsetenv("METRALE_REDZONE_VERIFY_BYTES");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(freed_overrun_is_reported_with_both_sites),
+      cmocka_unit_test(scan_checks_waiting_blocks),
+      cmocka_unit_test(intact_reuse_gets_no_fill),
+      cmocka_unit_test(size_change_refills_only_outside_the_range),
+      cmocka_unit_test(dirty_slack_costs_only_the_record),
+      cmocka_unit_test(waiting_block_is_not_handed_out),
+      cmocka_unit_test(trim_oom_and_destroy_drain_the_list),
+      cmocka_unit_test(check_waits_for_the_freeing_stream),
+      cmocka_unit_test(malformed_knob_fails_the_create),
+  };
+  return MT_RUN(tests);
+}
