@@ -198,11 +198,12 @@ size_t metrale_context::device_free_memory() {
   return free_b;
 }
 
-// Nothing is cached for reuse in this version, so it is the device's answer.
+// The device's answer plus what the pool holds for reuse: its cache and the
+// blocks waiting for their red-zone check.
 size_t metrale_context::free_memory() {
   const size_t device_free = device_free_memory();
-  // Blocks waiting for their red-zone check count too: an out-of-memory
-  // retry checks them and hands them out.
+  // Waiting blocks count: an out-of-memory retry checks them and hands them
+  // out.
   return pool_ ? device_free + pool_->stats().cached + pad_verify_.bytes() : device_free;
 }
 
