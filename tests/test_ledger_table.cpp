@@ -111,6 +111,19 @@ void operators_and_try_emplace() {
   CHECK_EQ(copy.size(), size_t{2});
 }
 
+// A key of all ones (the table's free-slot mark) is never found, even in a
+// table with free slots: a made-up pointer must not match one.
+void all_ones_key_is_absent() {
+  LedgerTable<Value> t;
+  const uint64_t ones = ~uint64_t{0};
+  CHECK(t.get(ones) == nullptr);
+  t[4096].a = 1;
+  t[8192].a = 2;
+  CHECK(t.get(ones) == nullptr);
+  CHECK(t.find(ones) == t.end());
+  CHECK_EQ(t.size(), size_t{2});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,5 +132,6 @@ int main(int argc, char** argv) {
       {"dense_keys", dense_keys},
       {"high_bit_keys", high_bit_keys},
       {"operators_and_try_emplace", operators_and_try_emplace},
+      {"all_ones_key_is_absent", all_ones_key_is_absent},
   });
 }

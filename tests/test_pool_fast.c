@@ -53,6 +53,24 @@ static void a_padded_free_leaves_the_pad_table(void** state) {
  * half through metrale_free (fast) and half through metrale_free_async
  * (general), interior pointers and double frees refused on the way; the
  * ledger ends empty and exact. */
+/* Pointers no allocation can have, all ones (the ledger table's free-slot
+ * mark) among them: NOT_FOUND, and the ledger untouched (the fuzz pass
+ * found a free of ~0 taking an empty slot for an entry). */
+static void made_up_pointers_are_not_found(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_devptr_t live = 0;
+  MT_OK(metrale_alloc(ctx, 4096, &live));
+  const metrale_devptr_t bad[] = {~(metrale_devptr_t)0, ~(metrale_devptr_t)0 - 1, 1};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    assert_int_equal(metrale_free(ctx, bad[i]), METRALE_ERROR_NOT_FOUND);
+  }
+  assert_int_equal(live_count(ctx), 1);
+  MT_OK(metrale_free(ctx, live));
+  assert_int_equal(live_count(ctx), 0);
+  mt_close(ctx);
+}
+
 static void fast_and_general_frees_mix(void** state) {
   (void)state;
   metrale_context_t* ctx = open_pool(0);
@@ -79,6 +97,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_padded_free_leaves_the_pad_table),
       cmocka_unit_test(fast_and_general_frees_mix),
+      cmocka_unit_test(made_up_pointers_are_not_found),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

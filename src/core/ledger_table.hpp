@@ -153,8 +153,10 @@ class LedgerTable {
     const size_t mask = cap_ - 1;
     for (size_t i = home(k);; i = (i + 1) & mask) {
       Slot* s = &slots_[i];
-      if (s->first == k) return s;
+      // Empty first: a caller's key may be kEmpty itself (a freed or made-up
+      // pointer of all ones), which must not match a free slot.
       if (s->first == kEmpty) return nullptr;
+      if (s->first == k) return s;
     }
   }
   // The free slot for k (absent, room reserved), now holding k.
