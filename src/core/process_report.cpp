@@ -17,6 +17,7 @@
 #include "core/context.hpp"
 #include "core/context_registry.hpp"
 #include "core/format.hpp"
+#include "core/usage_report.hpp"
 
 namespace metrale::core {
 namespace {
@@ -89,16 +90,7 @@ void process_alloc_report(size_t top_n, size_t min_mib, char* buf, size_t buflen
   }
   text += "total: " + bytes_text(total_bytes) + " in " + plural(total_count, "allocation") +
           " on " + plural(devices.size(), "device") + "\n";
-  *needed = text.size() + 1;
-  if (buflen == 0) return;
-  const size_t n = std::min(text.size(), buflen - 1);
-  std::memcpy(buf, text.data(), n);
-  buf[n] = '\0';
-  if (buflen < *needed) {
-    fail(METRALE_ERROR_BUFFER_TOO_SMALL, "buf holds " + std::to_string(buflen) +
-                                             " bytes, the report needs " +
-                                             std::to_string(*needed) + " (text truncated)");
-  }
+  copy_report(text, buf, buflen, needed);
 }
 
 void device_live(metrale_backend_t backend, int device, size_t* bytes, size_t* count) {
