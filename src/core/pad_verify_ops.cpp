@@ -87,9 +87,12 @@ void metrale_context::verify_freed_pads(bool wait_for_other_pass) noexcept {
   try {
     run_verify_pass(&reports);
   } catch (const std::exception& ex) {
-    metrale::core::log().debug("red-zone check of freed blocks failed: {}", ex.what());
+    // Warn: the blocks went back to the pool unchecked, so an overrun of
+    // theirs can no longer be reported; the user needs to know why.
+    metrale::core::log().warn(
+        "red-zone check of freed blocks failed, the blocks went back unchecked: {}", ex.what());
   } catch (...) {
-    metrale::core::log().debug("red-zone check of freed blocks failed");
+    metrale::core::log().warn("red-zone check of freed blocks failed, the blocks went back unchecked");
   }
   t_in_pass = false;
   serial.unlock();
