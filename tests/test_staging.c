@@ -16,6 +16,7 @@ enum { KIB = 1024, MIB = 1024 * 1024 };
 
 static pthread_mutex_t g_log_mutex = PTHREAD_MUTEX_INITIALIZER;
 static int g_ring_lines;
+static char g_last_ring_line[512];
 
 static void on_log(metrale_log_level_t level, const char* message, void* user) {
   (void)level;
@@ -23,6 +24,7 @@ static void on_log(metrale_log_level_t level, const char* message, void* user) {
   if (strstr(message, "staging ring allocated") != NULL) {
     pthread_mutex_lock(&g_log_mutex);
     ++g_ring_lines;
+    snprintf(g_last_ring_line, sizeof g_last_ring_line, "%s", message);
     pthread_mutex_unlock(&g_log_mutex);
   }
 }
@@ -38,6 +40,15 @@ static int ring_lines(void) {
   int n = g_ring_lines;
   pthread_mutex_unlock(&g_log_mutex);
   return n;
+}
+
+/* The last "staging ring allocated" line (copied: the log may overwrite it). */
+static const char* last_ring_line(void) {
+  static char copy[sizeof g_last_ring_line];
+  pthread_mutex_lock(&g_log_mutex);
+  memcpy(copy, g_last_ring_line, sizeof copy);
+  pthread_mutex_unlock(&g_log_mutex);
+  return copy;
 }
 
 static void unwatch_log(void) {
@@ -158,6 +169,7 @@ static void sizes_around_threshold_and_buffers(void** state) {
       for (int mode = 0; mode < 3; ++mode)
         round_trip(ctx, sizes[i], offs[j][0], offs[j][1], mode, seed++);
   assert_int_equal(ring_lines(), 1); /* staged, and the ring made once */
+  assert_non_null(strstr(last_ring_line(), "streaming stores"));
   mt_close(ctx);
   unwatch_log();
 }
@@ -319,6 +331,8 @@ static void env_values_checked_at_create(void** state) {
   expect_env_refused("METRALE_STAGING_BUFFER", "4095");
   expect_env_refused("METRALE_STAGING_THRESHOLD", "-1");
   expect_env_refused("METRALE_STAGING_THRESHOLD", "1x");
+  expect_env_refused("METRALE_STAGING_STORES", "fast");
+  expect_env_refused("METRALE_STAGING_STORES", "Cached");
   /* The options struct gets the same checks. */
   metrale_context_options_t o = mt_options();
   o.staging_buffers = 1;
@@ -332,7 +346,9 @@ static void env_values_checked_at_create(void** state) {
   setenv("METRALE_STAGING_THREADS", "3", 1);
   setenv("METRALE_STAGING_BUFFER", "8192", 1);
   setenv("METRALE_STAGING_THRESHOLD", "8192", 1);
+  setenv("METRALE_STAGING_STORES", "cached", 1);
   ctx = mt_open(NULL);
+  unsetenv("METRALE_STAGING_STORES");
   unsetenv("METRALE_STAGING_BUFFERS");
   unsetenv("METRALE_STAGING_THREADS");
   unsetenv("METRALE_STAGING_BUFFER");
@@ -340,6 +356,7 @@ static void env_values_checked_at_create(void** state) {
   watch_log();
   round_trip(ctx, 5 * 8192 + 1, 3, 0, 0, 12);
   assert_int_equal(ring_lines(), 1);
+  assert_non_null(strstr(last_ring_line(), "cached stores"));
   mt_close(ctx);
   unwatch_log();
 }

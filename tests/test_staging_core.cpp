@@ -265,9 +265,11 @@ void one_lease_at_a_time() {
 void workers_split_copies() {
   const size_t sizes[] = {0, 1, 4095, CopyWorkers::kMinPart * 2 - 1, CopyWorkers::kMinPart * 2,
                           CopyWorkers::kMinPart * 7 + 3, 5 * 1024 * 1024 + 17};
-  for (unsigned t : {1u, 2u, 3u, 8u}) {
-    CopyWorkers w(t);
+  for (unsigned t : {1u, 2u, 3u, 8u})
+  for (StoreMode mode : {StoreMode::kStreaming, StoreMode::kCached}) {
+    CopyWorkers w(t, mode);
     CHECK(w.threads() == t);
+    CHECK(w.mode() == mode);
     for (size_t n : sizes) {
       for (size_t off : {0, 1, 7}) {
         auto src = random_bytes(n + off, static_cast<unsigned>(n + t));
@@ -296,6 +298,39 @@ void workers_split_copies() {
   CHECK(bad.load() == 0);
 }
 
+// The streaming copy writes exactly [dst, dst + n) with src's bytes, for
+// every alignment of either side within a line and sizes around its
+// thresholds (below 4 lines it is a memcpy; lines, then a tail).
+void stream_copy_matches_memcpy() {
+  const size_t sizes[] = {0, 1, 15, 63, 64, 255, 256, 257, 319, 4096 + 13, (size_t{1} << 20) + 5};
+  for (size_t n : sizes) {
+    for (size_t soff = 0; soff < 64; soff += (n > 4096 ? 21 : 1)) {
+      for (size_t doff = 0; doff < 64; doff += (n > 4096 ? 13 : 3)) {
+        auto src = random_bytes(n + soff, static_cast<unsigned>(n * 131 + soff));
+        std::vector<unsigned char> dst(n + doff + 64, 0xC3);
+        stream_copy(dst.data() + doff, src.data() + soff, n);
+        bool guards = true;
+        for (size_t i = 0; i < doff; ++i) guards &= dst[i] == 0xC3;
+        for (size_t i = doff + n; i < dst.size(); ++i) guards &= dst[i] == 0xC3;
+        CHECK(guards);
+        CHECK(n == 0 || std::memcmp(dst.data() + doff, src.data() + soff, n) == 0);
+      }
+    }
+  }
+}
+
+// METRALE_STAGING_STORES's two words, and nothing else.
+void store_modes_parse() {
+  StoreMode m = StoreMode::kCached;
+  CHECK(parse_store_mode("streaming", &m) && m == StoreMode::kStreaming);
+  CHECK(parse_store_mode("cached", &m) && m == StoreMode::kCached);
+  for (const char* bad : {"", "Streaming", "cached ", "nt", "1"}) {
+    m = StoreMode::kCached;
+    CHECK(!parse_store_mode(bad, &m) && m == StoreMode::kCached);
+  }
+  CHECK(!parse_store_mode(nullptr, &m));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,5 +342,7 @@ int main(int argc, char** argv) {
       {"errors_propagate", errors_propagate},
       {"one_lease_at_a_time", one_lease_at_a_time},
       {"workers_split_copies", workers_split_copies},
+      {"stream_copy_matches_memcpy", stream_copy_matches_memcpy},
+      {"store_modes_parse", store_modes_parse},
   });
 }

@@ -538,6 +538,16 @@ struct metrale_context {
   // one pass at a time, and what passes found until a scan reports it.
   metrale::core::PadVerifyQueue pad_verify_;
   std::mutex verify_mutex_;
+  // A pass's scratch (run_verify_pass), under verify_mutex_: kept so that a
+  // steady loop allocates nothing per pass. Members, not thread_locals: in
+  // this shared library each thread_local use is a __tls_get_addr call.
+  struct VerifyScratch {
+    std::vector<StreamHandle> waits;
+    std::vector<size_t> first;
+    std::vector<metrale::backend::Range> ranges;
+    std::vector<size_t> at;
+    std::vector<uint32_t> bad;
+  } verify_scratch_;
   std::mutex freed_reports_mutex_;
   std::vector<FreedPadReport> freed_reports_;
   std::atomic<bool> warned_pinned_source_{false};

@@ -105,10 +105,9 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   // The streams each block was last used on: the one it is freed on (or
   // its own) and those marked with record_stream. Read under the pool's
   // lock: retiring a stream rewrites them.
-  // Flat: block i's streams are waits[first[i], first[i + 1]). Scratch kept
-  // by the thread (passes are serial; no allocation per pass when steady).
-  thread_local std::vector<StreamHandle> waits;
-  thread_local std::vector<size_t> first;
+  // Flat: block i's streams are waits[first[i], first[i + 1]).
+  std::vector<StreamHandle>& waits = verify_scratch_.waits;
+  std::vector<size_t>& first = verify_scratch_.first;
   waits.clear();
   first.clear();
   {
@@ -178,9 +177,9 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   // Per block its pad and, when the allocation filled slack after it, that
   // slack as a second range: only the pad is reported (a pad overrun, as a
   // scan reports); dirty slack only costs the block its record.
-  thread_local std::vector<Range> ranges;
-  thread_local std::vector<size_t> at;  // block i's pad: ranges[at[i]]; slack next, if any
-  thread_local std::vector<uint32_t> bad;
+  std::vector<Range>& ranges = verify_scratch_.ranges;
+  std::vector<size_t>& at = verify_scratch_.at;  // block i's pad: ranges[at[i]]; slack next, if any
+  std::vector<uint32_t>& bad = verify_scratch_.bad;
   ranges.clear();
   at.clear();
   for (const PendingPad& p : ready) {

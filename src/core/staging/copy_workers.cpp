@@ -34,7 +34,8 @@ bool spin_until(Pred pred) {
 
 }  // namespace
 
-CopyWorkers::CopyWorkers(unsigned threads) : threads_(threads == 0 ? 1 : threads) {}
+CopyWorkers::CopyWorkers(unsigned threads, StoreMode mode)
+    : threads_(threads == 0 ? 1 : threads), mode_(mode) {}
 
 CopyWorkers::~CopyWorkers() {
   for (auto& slot : slots_) {
@@ -66,7 +67,7 @@ void CopyWorkers::copy_part(const Job& job, unsigned index) {
   const size_t first = job.part * index;
   if (first >= job.bytes) return;
   const size_t n = job.bytes - first < job.part ? job.bytes - first : job.part;
-  std::memcpy(job.dst + first, job.src + first, n);
+  copy_bytes(job.mode, job.dst + first, job.src + first, n);
 }
 
 void CopyWorkers::copy(void* dst, const void* src, size_t bytes) {
@@ -77,7 +78,7 @@ void CopyWorkers::copy(void* dst, const void* src, size_t bytes) {
   if (parts > 1) start_locked();
   if (parts > pool_.size() + 1) parts = pool_.size() + 1;
   if (parts <= 1) {
-    std::memcpy(dst, src, bytes);
+    copy_bytes(mode_, dst, src, bytes);
     return;
   }
   // Parts are whole pages (but the last) so that no two threads write the
@@ -86,7 +87,8 @@ void CopyWorkers::copy(void* dst, const void* src, size_t bytes) {
   size_t part = (bytes + parts - 1) / parts;
   part = (part + kPage - 1) & ~(kPage - 1);
   parts = (bytes + part - 1) / part;
-  Job job{static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes, part, 0};
+  Job job{static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes, part, 0,
+          mode_};
   remaining_.store(static_cast<unsigned>(parts - 1), std::memory_order_relaxed);
   for (unsigned i = 1; i < parts; ++i) {
     Slot& slot = *slots_[i - 1];

@@ -14,13 +14,15 @@
 #include <thread>
 #include <vector>
 
+#include "core/staging/stream_copy.hpp"
+
 namespace metrale::core::staging {
 
 class CopyWorkers {
  public:
   // `threads` counts the caller: 1 means every copy runs in the caller's
   // thread and no thread is ever started.
-  explicit CopyWorkers(unsigned threads);
+  explicit CopyWorkers(unsigned threads, StoreMode mode = StoreMode::kStreaming);
   ~CopyWorkers();  // joins the threads
   CopyWorkers(const CopyWorkers&) = delete;
   CopyWorkers& operator=(const CopyWorkers&) = delete;
@@ -31,6 +33,7 @@ class CopyWorkers {
   void copy(void* dst, const void* src, size_t bytes);
 
   unsigned threads() const { return threads_; }
+  StoreMode mode() const { return mode_; }
 
   // Below this many bytes per part, waking a thread costs more than it saves.
   static constexpr size_t kMinPart = size_t{256} << 10;
@@ -42,6 +45,7 @@ class CopyWorkers {
     size_t bytes = 0;
     size_t part = 0;    // bytes per part (the last one may be shorter)
     unsigned index = 0;  // which part this worker copies
+    StoreMode mode = StoreMode::kStreaming;
   };
 
   // One worker's mailbox: the caller writes job, then bumps seq (release);
@@ -60,6 +64,7 @@ class CopyWorkers {
   static void copy_part(const Job& job, unsigned index);
 
   const unsigned threads_;
+  const StoreMode mode_;
   std::mutex run_mutex_;                      // one copy at a time
   std::vector<std::unique_ptr<Slot>> slots_;  // threads_ - 1, once started
   std::vector<std::thread> pool_;

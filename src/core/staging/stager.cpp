@@ -2,8 +2,11 @@
 #include "core/staging/stager.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <thread>
+
+#include "backend/error.hpp"
 
 #include "core/log.hpp"
 #include "core/staging/staged_copy.hpp"
@@ -19,12 +22,23 @@ uint32_t usable_threads(uint32_t asked) {
   return cores == 0 ? asked : std::min<uint32_t>(asked, std::max(1u, cores));
 }
 
+// METRALE_STAGING_STORES; unset or empty: streaming (bench_copy's sweep
+// measures both: the copy_*_pageable/library_*_cached rows).
+StoreMode store_mode_from_env() {
+  const char* v = std::getenv("METRALE_STAGING_STORES");
+  StoreMode mode = StoreMode::kStreaming;
+  if (v == nullptr || *v == '\0' || parse_store_mode(v, &mode)) return mode;
+  metrale::fail(METRALE_ERROR_INVALID_ARGUMENT,
+                std::string("METRALE_STAGING_STORES is \"") + v +
+                    "\": expected \"streaming\" or \"cached\"");
+}
+
 }  // namespace
 
 Stager::Stager(const metrale_context_options_t& o)
     : threshold_(o.staging_threshold),
       ring_(o.staging_buffer_bytes, o.staging_buffers),
-      workers_(usable_threads(o.staging_threads)) {}
+      workers_(usable_threads(o.staging_threads), store_mode_from_env()) {}
 
 StagingRing::Lease Stager::take(StagingDevice& dev) {
   const bool had = ring_.allocated();
@@ -34,8 +48,9 @@ StagingRing::Lease Stager::take(StagingDevice& dev) {
     log().debug("staging off for this context: the pinned staging ring could not be "
                 "allocated ({}); pageable copies go directly", failure);
   } else if (lease && !had) {
-    log().debug("staging ring allocated: {} pinned buffers of {} bytes, {} copy threads",
-                lease.count(), lease.buffer_bytes(), workers_.threads());
+    log().debug("staging ring allocated: {} pinned buffers of {} bytes, {} copy threads, {} stores",
+                lease.count(), lease.buffer_bytes(), workers_.threads(),
+                workers_.mode() == StoreMode::kStreaming ? "streaming" : "cached");
   }
   return lease;
 }
