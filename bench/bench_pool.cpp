@@ -297,6 +297,19 @@ int main(int argc, char** argv) {
     report.meta("alloc_free_pinned_to_one_cpu", pinned ? "yes" : "no");
     run_pool_alloc_free(pb);
     if (pinned) sched_setaffinity(0, sizeof old_mask, &old_mask);
+    // Where the red-zone rows' time goes: fills (a device call and a wait
+    // each) against skipped fills, and the batch checks.
+    metrale_pool_stats_t st;
+    st.struct_size = sizeof st;
+    if (pb.redzone != nullptr && metrale_pool_stats(pb.redzone, &st) == METRALE_OK) {
+      report.meta("redzone_pool_stats",
+                  "after alloc_free: pad_fills " + std::to_string(st.pad_fills) +
+                      ", pad_fills_skipped " + std::to_string(st.pad_fills_skipped) +
+                      ", pad_checks " + std::to_string(st.pad_checks) + ", pads_checked " +
+                      std::to_string(st.pads_checked) + ", chunk_allocs " +
+                      std::to_string(st.chunk_allocs) + ", reserved_bytes " +
+                      std::to_string(st.reserved_bytes));
+    }
   }
   if (want("threads")) run_pool_threads(pb);
   if (want("trace")) run_pool_trace(pb);

@@ -57,6 +57,8 @@
  *   METRALE_STAGING_BUFFER=<bytes>    bytes of one staging buffer
  *   METRALE_STAGING_BUFFERS=<n>       staging buffers in the ring (>= 2)
  *   METRALE_STAGING_THREADS=<n>       memcpy workers per staged copy (>= 1)
+ *   METRALE_STAGING_STORES=auto|streaming|cached  how those workers store
+ *                                     (auto: cached h2d, streaming d2h)
  *   METRALE_PINNED_POOL=0|1           cache freed pinned host blocks (default 1)
  *   METRALE_NVTX=0|1                  describe pooled blocks to a tool through
  *                                     NVTX (compute-sanitizer); unset: when
@@ -515,17 +517,19 @@ typedef struct metrale_kernel_timing {
 } metrale_kernel_timing_t;
 
 /** Defaults of the staging options, measured on an H200 host (16 cores;
- *  bench/results/2026-12-03-nvidia-h200.md, rows
- *  copy_*_1GiB_pageable/library_b<n>_<size>_t<threads> and
- *  copy_*_<size>_pageable/library_staged): 4 buffers of 16 MiB and 8
- *  threads moved 1 GiB at 52.3 GB/s h2d and 45.1 GB/s d2h (pageable,
- *  unstaged: 8.0 and 14.8); staging beat the direct copy in both
- *  directions from 8 MiB (h2d lost at 4 MiB). The threads are capped at
- *  the machine's core count. The ring pins buffers x bytes per context. */
+ *  bench/results/2026-12-03-r6-staging-nvidia-h200.md, rows
+ *  copy_*_1GiB_pageable/library_b<n>_<size>_t<threads>_<stores>, every
+ *  setting interleaved in one run): 8 buffers of 4 MiB and 12 threads
+ *  moved 1 GiB at 50.7 GB/s h2d (cached stores) and 53.2 GB/s d2h
+ *  (streaming stores; pageable, unstaged: 7.2 and 14.5; pinned: 55.4);
+ *  staging beat the direct copy in both directions from 8 MiB (h2d lost
+ *  at 4 MiB). The threads are capped at the machine's core count. The
+ *  ring pins buffers x bytes per context. How the host side stores
+ *  (METRALE_STAGING_STORES): see the README. */
 #define METRALE_STAGING_DEFAULT_THRESHOLD (8u << 20)
-#define METRALE_STAGING_DEFAULT_BUFFER_BYTES (16u << 20)
-#define METRALE_STAGING_DEFAULT_BUFFERS 4u
-#define METRALE_STAGING_DEFAULT_THREADS 8u
+#define METRALE_STAGING_DEFAULT_BUFFER_BYTES (4u << 20)
+#define METRALE_STAGING_DEFAULT_BUFFERS 8u
+#define METRALE_STAGING_DEFAULT_THREADS 12u
 
 /** Context options. Initialize with metrale_context_options_init(). */
 typedef struct metrale_context_options {

@@ -113,6 +113,7 @@ std::vector<unsigned char> random_bytes(size_t n, unsigned seed) {
 void h2d_then_d2h_round_trips() {
   const size_t B = 4096;
   const size_t sizes[] = {1, B - 1, B, B + 1, 2 * B, 3 * B - 1, 7 * B + 13, 40 * B + 1};
+  for (StoreMode stores : {StoreMode::kCached, StoreMode::kStreaming})
   for (size_t count : {2, 3, 5}) {
     for (size_t n : sizes) {
       LateDevice dev(n + 64);
@@ -122,12 +123,12 @@ void h2d_then_d2h_round_trips() {
       {
         StagingRing::Lease lease = ring.try_take(dev);
         CHECK(lease);
-        staged_h2d(lease, workers, dev, LateDevice::kBase + 5, src.data(), n, 1);
+        staged_h2d(lease, workers, dev, LateDevice::kBase + 5, src.data(), n, 1, stores);
         // src may be reused on return: scribble over it before the DMAs run.
         auto kept = src;
         std::memset(src.data(), 0, n);
         std::vector<unsigned char> back(n + 2, 0xCD);
-        staged_d2h(lease, workers, dev, back.data() + 1, LateDevice::kBase + 5, n, 1);
+        staged_d2h(lease, workers, dev, back.data() + 1, LateDevice::kBase + 5, n, 1, stores);
         CHECK(std::memcmp(&dev.mem[5], kept.data(), n) == 0);
         CHECK(std::memcmp(back.data() + 1, kept.data(), n) == 0);
         CHECK(back[0] == 0xCD && back[n + 1] == 0xCD);
@@ -267,14 +268,13 @@ void workers_split_copies() {
                           CopyWorkers::kMinPart * 7 + 3, 5 * 1024 * 1024 + 17};
   for (unsigned t : {1u, 2u, 3u, 8u})
   for (StoreMode mode : {StoreMode::kStreaming, StoreMode::kCached}) {
-    CopyWorkers w(t, mode);
+    CopyWorkers w(t);
     CHECK(w.threads() == t);
-    CHECK(w.mode() == mode);
     for (size_t n : sizes) {
       for (size_t off : {0, 1, 7}) {
         auto src = random_bytes(n + off, static_cast<unsigned>(n + t));
         std::vector<unsigned char> dst(n + off + 2, 0xAB);
-        w.copy(dst.data() + 1, src.data() + off, n);
+        w.copy(dst.data() + 1, src.data() + off, n, mode);
         CHECK(dst[0] == 0xAB && dst[n + 1] == 0xAB);
         CHECK(n == 0 || std::memcmp(dst.data() + 1, src.data() + off, n) == 0);
       }
@@ -319,16 +319,22 @@ void stream_copy_matches_memcpy() {
   }
 }
 
-// METRALE_STAGING_STORES's two words, and nothing else.
-void store_modes_parse() {
-  StoreMode m = StoreMode::kCached;
-  CHECK(parse_store_mode("streaming", &m) && m == StoreMode::kStreaming);
-  CHECK(parse_store_mode("cached", &m) && m == StoreMode::kCached);
-  for (const char* bad : {"", "Streaming", "cached ", "nt", "1"}) {
-    m = StoreMode::kCached;
-    CHECK(!parse_store_mode(bad, &m) && m == StoreMode::kCached);
+// METRALE_STAGING_STORES's three words, and nothing else.
+void store_policies_parse() {
+  StorePolicy p{StoreMode::kStreaming, StoreMode::kCached};
+  CHECK(parse_store_policy("auto", &p));
+  CHECK(p.h2d == StorePolicy{}.h2d && p.d2h == StorePolicy{}.d2h);
+  CHECK(StorePolicy{}.h2d == StoreMode::kCached && StorePolicy{}.d2h == StoreMode::kStreaming);
+  CHECK(parse_store_policy("streaming", &p));
+  CHECK(p.h2d == StoreMode::kStreaming && p.d2h == StoreMode::kStreaming);
+  CHECK(parse_store_policy("cached", &p));
+  CHECK(p.h2d == StoreMode::kCached && p.d2h == StoreMode::kCached);
+  for (const char* bad : {"", "Streaming", "cached ", "nt", "1", "AUTO"}) {
+    p = StorePolicy{StoreMode::kStreaming, StoreMode::kStreaming};
+    CHECK(!parse_store_policy(bad, &p));
+    CHECK(p.h2d == StoreMode::kStreaming && p.d2h == StoreMode::kStreaming);
   }
-  CHECK(!parse_store_mode(nullptr, &m));
+  CHECK(!parse_store_policy(nullptr, &p));
 }
 
 }  // namespace
@@ -343,6 +349,6 @@ int main(int argc, char** argv) {
       {"one_lease_at_a_time", one_lease_at_a_time},
       {"workers_split_copies", workers_split_copies},
       {"stream_copy_matches_memcpy", stream_copy_matches_memcpy},
-      {"store_modes_parse", store_modes_parse},
+      {"store_policies_parse", store_policies_parse},
   });
 }

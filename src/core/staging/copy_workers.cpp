@@ -34,8 +34,7 @@ bool spin_until(Pred pred) {
 
 }  // namespace
 
-CopyWorkers::CopyWorkers(unsigned threads, StoreMode mode)
-    : threads_(threads == 0 ? 1 : threads), mode_(mode) {}
+CopyWorkers::CopyWorkers(unsigned threads) : threads_(threads == 0 ? 1 : threads) {}
 
 CopyWorkers::~CopyWorkers() {
   for (auto& slot : slots_) {
@@ -70,7 +69,7 @@ void CopyWorkers::copy_part(const Job& job, unsigned index) {
   copy_bytes(job.mode, job.dst + first, job.src + first, n);
 }
 
-void CopyWorkers::copy(void* dst, const void* src, size_t bytes) {
+void CopyWorkers::copy(void* dst, const void* src, size_t bytes, StoreMode mode) {
   if (bytes == 0) return;
   std::lock_guard<std::mutex> run(run_mutex_);
   size_t parts = bytes / kMinPart;
@@ -78,7 +77,7 @@ void CopyWorkers::copy(void* dst, const void* src, size_t bytes) {
   if (parts > 1) start_locked();
   if (parts > pool_.size() + 1) parts = pool_.size() + 1;
   if (parts <= 1) {
-    copy_bytes(mode_, dst, src, bytes);
+    copy_bytes(mode, dst, src, bytes);
     return;
   }
   // Parts are whole pages (but the last) so that no two threads write the
@@ -88,7 +87,7 @@ void CopyWorkers::copy(void* dst, const void* src, size_t bytes) {
   part = (part + kPage - 1) & ~(kPage - 1);
   parts = (bytes + part - 1) / part;
   Job job{static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes, part, 0,
-          mode_};
+          mode};
   remaining_.store(static_cast<unsigned>(parts - 1), std::memory_order_relaxed);
   for (unsigned i = 1; i < parts; ++i) {
     Slot& slot = *slots_[i - 1];

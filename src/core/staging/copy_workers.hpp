@@ -22,18 +22,18 @@ class CopyWorkers {
  public:
   // `threads` counts the caller: 1 means every copy runs in the caller's
   // thread and no thread is ever started.
-  explicit CopyWorkers(unsigned threads, StoreMode mode = StoreMode::kStreaming);
+  explicit CopyWorkers(unsigned threads);
   ~CopyWorkers();  // joins the threads
   CopyWorkers(const CopyWorkers&) = delete;
   CopyWorkers& operator=(const CopyWorkers&) = delete;
 
   // Copies `bytes` from src to dst (which must not overlap) in up to
   // threads() parts of at least kMinPart bytes each, and returns when every
-  // part is done. Thread-safe: concurrent callers take turns.
-  void copy(void* dst, const void* src, size_t bytes);
+  // part is done, every part stored with `mode` (stream_copy.hpp).
+  // Thread-safe: concurrent callers take turns.
+  void copy(void* dst, const void* src, size_t bytes, StoreMode mode = StoreMode::kCached);
 
   unsigned threads() const { return threads_; }
-  StoreMode mode() const { return mode_; }
 
   // Below this many bytes per part, waking a thread costs more than it saves.
   static constexpr size_t kMinPart = size_t{256} << 10;
@@ -64,7 +64,6 @@ class CopyWorkers {
   static void copy_part(const Job& job, unsigned index);
 
   const unsigned threads_;
-  const StoreMode mode_;
   std::mutex run_mutex_;                      // one copy at a time
   std::vector<std::unique_ptr<Slot>> slots_;  // threads_ - 1, once started
   std::vector<std::thread> pool_;

@@ -4,7 +4,7 @@
 namespace metrale::core::staging {
 
 void staged_h2d(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& dev, DevPtr dst,
-                const void* src, size_t bytes, StreamHandle s) {
+                const void* src, size_t bytes, StreamHandle s, StoreMode stores) {
   const auto* from = static_cast<const unsigned char*>(src);
   const size_t piece = ring.buffer_bytes();
   for (size_t off = 0, i = 0; off < bytes; off += piece, ++i) {
@@ -12,7 +12,7 @@ void staged_h2d(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& d
     const size_t k = i % ring.count();
     StagingBuffer& b = ring.buffer(k);
     ring.wait(dev, k);  // its previous DMA (this copy's or an earlier one's)
-    workers.copy(b.host, from + off, n);
+    workers.copy(b.host, from + off, n, stores);
     dev.h2d(dst + off, b.host, n, s);
     dev.event_record(b.done, s);
     b.in_flight = true;
@@ -20,7 +20,7 @@ void staged_h2d(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& d
 }
 
 void staged_d2h(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& dev, void* dst,
-                DevPtr src, size_t bytes, StreamHandle s) {
+                DevPtr src, size_t bytes, StreamHandle s, StoreMode stores) {
   auto* to = static_cast<unsigned char*>(dst);
   const size_t piece = ring.buffer_bytes();
   const size_t pieces = (bytes + piece - 1) / piece;
@@ -39,7 +39,7 @@ void staged_d2h(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& d
   for (size_t i = 0; i < pieces; ++i) {
     const size_t k = i % ring.count();
     ring.wait(dev, k);
-    workers.copy(to + i * piece, ring.buffer(k).host, length(i));
+    workers.copy(to + i * piece, ring.buffer(k).host, length(i), stores);
     if (i + ring.count() < pieces) fetch(i + ring.count());
   }
 }

@@ -11,7 +11,8 @@
 //   the buffer is then refilled with piece i + count. Returns with every
 //   byte in dst.
 // Both throw the backend's error (the driver's message) when a DMA or a
-// wait fails; the pieces before it were then already moved.
+// wait fails; the pieces before it were then already moved. `stores` is how
+// the host side writes (stream_copy.hpp).
 #pragma once
 
 #include <cstddef>
@@ -22,8 +23,10 @@
 namespace metrale::core::staging {
 
 void staged_h2d(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& dev, DevPtr dst,
-                const void* src, size_t bytes, StreamHandle s);
+                const void* src, size_t bytes, StreamHandle s,
+                StoreMode stores = StorePolicy{}.h2d);
 void staged_d2h(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& dev, void* dst,
-                DevPtr src, size_t bytes, StreamHandle s);
+                DevPtr src, size_t bytes, StreamHandle s,
+                StoreMode stores = StorePolicy{}.d2h);
 
 }  // namespace metrale::core::staging

@@ -22,23 +22,23 @@ uint32_t usable_threads(uint32_t asked) {
   return cores == 0 ? asked : std::min<uint32_t>(asked, std::max(1u, cores));
 }
 
-// METRALE_STAGING_STORES; unset or empty: streaming (bench_copy's sweep
-// measures both: the copy_*_pageable/library_*_cached rows).
-StoreMode store_mode_from_env() {
+// METRALE_STAGING_STORES; unset or empty: "auto" (stream_copy.hpp).
+StorePolicy store_policy_from_env() {
   const char* v = std::getenv("METRALE_STAGING_STORES");
-  StoreMode mode = StoreMode::kStreaming;
-  if (v == nullptr || *v == '\0' || parse_store_mode(v, &mode)) return mode;
+  StorePolicy policy;
+  if (v == nullptr || *v == '\0' || parse_store_policy(v, &policy)) return policy;
   metrale::fail(METRALE_ERROR_INVALID_ARGUMENT,
                 std::string("METRALE_STAGING_STORES is \"") + v +
-                    "\": expected \"streaming\" or \"cached\"");
+                    "\": expected \"auto\", \"streaming\" or \"cached\"");
 }
 
 }  // namespace
 
 Stager::Stager(const metrale_context_options_t& o)
     : threshold_(o.staging_threshold),
+      stores_(store_policy_from_env()),
       ring_(o.staging_buffer_bytes, o.staging_buffers),
-      workers_(usable_threads(o.staging_threads), store_mode_from_env()) {}
+      workers_(usable_threads(o.staging_threads)) {}
 
 StagingRing::Lease Stager::take(StagingDevice& dev) {
   const bool had = ring_.allocated();
@@ -48,9 +48,10 @@ StagingRing::Lease Stager::take(StagingDevice& dev) {
     log().debug("staging off for this context: the pinned staging ring could not be "
                 "allocated ({}); pageable copies go directly", failure);
   } else if (lease && !had) {
-    log().debug("staging ring allocated: {} pinned buffers of {} bytes, {} copy threads, {} stores",
+    log().debug("staging ring allocated: {} pinned buffers of {} bytes, {} copy threads, "
+                "{} stores h2d, {} stores d2h",
                 lease.count(), lease.buffer_bytes(), workers_.threads(),
-                workers_.mode() == StoreMode::kStreaming ? "streaming" : "cached");
+                store_mode_name(stores_.h2d), store_mode_name(stores_.d2h));
   }
   return lease;
 }
@@ -61,7 +62,7 @@ bool Stager::h2d(backend::Backend& b, backend::DevPtr dst, const void* src, size
   BackendDevice dev(b);
   StagingRing::Lease lease = take(dev);
   if (!lease) return false;
-  staged_h2d(lease, workers_, dev, dst, src, bytes, s);
+  staged_h2d(lease, workers_, dev, dst, src, bytes, s, stores_.h2d);
   return true;
 }
 
@@ -71,7 +72,7 @@ bool Stager::d2h(backend::Backend& b, void* dst, backend::DevPtr src, size_t byt
   BackendDevice dev(b);
   StagingRing::Lease lease = take(dev);
   if (!lease) return false;
-  staged_d2h(lease, workers_, dev, dst, src, bytes, s);
+  staged_d2h(lease, workers_, dev, dst, src, bytes, s, stores_.d2h);
   return true;
 }
 

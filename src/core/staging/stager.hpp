@@ -40,6 +40,7 @@ class Stager {
   StagingRing::Lease take(StagingDevice& dev);
 
   const size_t threshold_;
+  const StorePolicy stores_;  // METRALE_STAGING_STORES
   StagingRing ring_;
   CopyWorkers workers_;
 };

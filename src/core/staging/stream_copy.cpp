@@ -50,17 +50,22 @@ void stream_copy(void* dst, const void* src, size_t n) noexcept {
 #endif
 }
 
-bool parse_store_mode(const char* text, StoreMode* out) noexcept {
+bool parse_store_policy(const char* text, StorePolicy* out) noexcept {
   if (text == nullptr) return false;
+  if (std::strcmp(text, "auto") == 0) {
+    *out = StorePolicy{};
+    return true;
+  }
+  StoreMode m;
   if (std::strcmp(text, "streaming") == 0) {
-    *out = StoreMode::kStreaming;
-    return true;
+    m = StoreMode::kStreaming;
+  } else if (std::strcmp(text, "cached") == 0) {
+    m = StoreMode::kCached;
+  } else {
+    return false;
   }
-  if (std::strcmp(text, "cached") == 0) {
-    *out = StoreMode::kCached;
-    return true;
-  }
-  return false;
+  *out = StorePolicy{m, m};
+  return true;
 }
 
 }  // namespace metrale::core::staging

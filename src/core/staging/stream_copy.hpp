@@ -3,7 +3,12 @@
 // piece is megabytes: ordinary stores first read every destination line
 // into the cache (a third more memory traffic, competing with the DMA for
 // the same memory), where streaming (non-temporal) stores write whole lines
-// past the cache. METRALE_STAGING_STORES picks one; bench_copy measures both.
+// past the cache. Measured on the H200 machine (bench_copy's sweep, both
+// modes interleaved): d2h, into the caller's pageable memory, gains from
+// streaming (54 vs 42-52 GB/s); h2d, into a staging buffer the DMA reads
+// next, loses (34-46 vs 47-51 GB/s): the DMA finds freshly cached lines in
+// the last-level cache instead of memory. So each direction has its mode;
+// METRALE_STAGING_STORES overrides both.
 #pragma once
 
 #include <cstddef>
@@ -21,9 +26,20 @@ enum class StoreMode {
 // next (a DMA enqueued after, a thread that waits) sees every byte.
 void stream_copy(void* dst, const void* src, size_t n) noexcept;
 
-// "streaming" or "cached" (the values METRALE_STAGING_STORES takes); false
-// for anything else, *out untouched.
-bool parse_store_mode(const char* text, StoreMode* out) noexcept;
+// The mode of each direction of a staged copy.
+struct StorePolicy {
+  StoreMode h2d = StoreMode::kCached;     // pageable -> staging buffer
+  StoreMode d2h = StoreMode::kStreaming;  // staging buffer -> pageable
+};
+
+// METRALE_STAGING_STORES's values: "auto" (the default policy above),
+// "streaming" or "cached" (both directions); false for anything else, *out
+// untouched.
+bool parse_store_policy(const char* text, StorePolicy* out) noexcept;
+
+inline const char* store_mode_name(StoreMode m) {
+  return m == StoreMode::kStreaming ? "streaming" : "cached";
+}
 
 // Copies with the given mode.
 inline void copy_bytes(StoreMode mode, void* dst, const void* src, size_t n) noexcept {
