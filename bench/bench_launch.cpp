@@ -81,6 +81,21 @@ int main(int argc, char** argv) {
                return false;
            return true;
          }, sync_both}};
+    // A diagnosis, not a goal: the raw launch on the library's own stream
+    // (metrale_stream_native). Near launch_empty/library, the gap to
+    // launch_empty/raw lies in the driver's stream, not in the library's code.
+    void* lib_native = nullptr;
+    if (metrale_stream_native(ctx, ls, &lib_native) == METRALE_OK && lib_native != nullptr) {
+      CUstream lns = static_cast<CUstream>(lib_native);
+      empty.push_back({"launch_empty/raw_on_library_stream", [&api, &k, lns](size_t m) {
+                         for (size_t i = 0; i < m; ++i)
+                           if (!raw_ok(api, api.launchKernel(k.raw_empty, 1, 1, 1, 1, 1, 1, 0, lns,
+                                                             nullptr, nullptr),
+                                       "cuLaunchKernel"))
+                             return false;
+                         return true;
+                       }, sync_both});
+    }
     add_all(&report, run_interleaved(empty, kRepeats, batch), "launch_empty", batch,
             "enqueue only: empty_kernel<<<1,1>>> without parameters, stream synced after each "
             "batch outside the timed region", {Target::DIFF_NS, 50});

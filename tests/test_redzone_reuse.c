@@ -121,6 +121,53 @@ static void scan_checks_waiting_blocks(void** state) {
   mt_close(ctx);
 }
 
+/* Live padded allocations and waiting freed blocks in one scan (the freed
+ * blocks' check rides in the scan's own device pass): a live overrun, a
+ * freed overrun and a clean freed block. Both overruns are reported once,
+ * each with its own sites; the list is drained; the next scan reports only
+ * the live one, which is still there. */
+static void scan_checks_live_and_freed_pads_together(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz(NULL);
+  if (ctx == NULL) skip();
+  metrale_devptr_t live = 0, clean_live = 0, freed_bad = 0, freed_ok = 0;
+  MT_OK(metrale_alloc_at(ctx, 700, "live_site.c", 1, &live));
+  MT_OK(metrale_alloc_at(ctx, 900, "clean_live_site.c", 2, &clean_live));
+  MT_OK(metrale_alloc_at(ctx, 500, "freed_site.c", 3, &freed_bad));
+  MT_OK(metrale_alloc_at(ctx, 400, "ok_site.c", 4, &freed_ok));
+  smash(ctx, live, 700, 5);
+  smash(ctx, freed_bad, 500, 0);
+  MT_OK(metrale_free_at(ctx, freed_bad, "free_bad.c", 30));
+  MT_OK(metrale_free_at(ctx, freed_ok, "free_ok.c", 40));
+  assert_int_equal(stats(ctx).pads_pending, 2);
+  const uint64_t checked = stats(ctx).pads_checked;
+  metrale_redzone_violation_t v[4];
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, v, 4, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  assert_int_equal(n, 2);
+  int saw_live = 0, saw_freed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (v[i].ptr == live && strcmp(v[i].file, "live_site.c") == 0) saw_live++;
+    if (v[i].ptr == freed_bad && strcmp(v[i].file, "freed_site.c") == 0) saw_freed++;
+    assert_int_equal(v[i].bad_bytes, 1);
+  }
+  assert_int_equal(saw_live, 1);
+  assert_int_equal(saw_freed, 1);
+  assert_int_equal(stats(ctx).pads_pending, 0);
+  assert_int_equal(stats(ctx).pads_checked, checked + 2);
+  assert_int_equal(stats(ctx).pads_overwritten, 1);
+  /* Reported once: the next scan sees only the live overrun. */
+  MT_STATUS(metrale_redzone_scan(ctx, v, 4, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  assert_int_equal(n, 1);
+  assert_true(v[0].ptr == live);
+  MT_OK(metrale_redzone_poison(ctx, 0, UINT64_MAX));
+  MT_OK(metrale_redzone_scan(ctx, v, 4, &n));
+  assert_int_equal(n, 0);
+  MT_OK(metrale_free(ctx, live));
+  MT_OK(metrale_free(ctx, clean_live));
+  mt_close(ctx);
+}
+
 /* An intact block comes back from its check with its pattern recorded: the
  * same size again gets the same block, no fill, and a pad that is the
  * pattern (and a real overrun of the new owner is still found). */
@@ -312,6 +359,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(freed_overrun_is_reported_with_both_sites),
       cmocka_unit_test(scan_checks_waiting_blocks),
+      cmocka_unit_test(scan_checks_live_and_freed_pads_together),
       cmocka_unit_test(intact_reuse_gets_no_fill),
       cmocka_unit_test(size_change_refills_only_outside_the_range),
       cmocka_unit_test(dirty_slack_costs_only_the_record),
