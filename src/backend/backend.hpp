@@ -128,27 +128,17 @@ class Backend {
   // with a byte other than `byte`, in no order; waits for the pass. Not
   // thread safe: one caller at a time (core's PadMirror). Throws the
   // backend's error; *hits is then unspecified.
-  // `extra` ranges, not part of the table, are counted in the same pass as
-  // pattern_count counts them (extra.mismatches[i] for extra.ranges[i]; the
-  // same wait serves both): a scan folds the check of freed blocks into its
-  // own pass. extra.n may be non-zero with n == 0.
   struct PadHit {
     uint32_t slot;
     uint32_t bad_bytes;  // saturated at 2^32-1
   };
-  struct ExtraCount {
-    const Range* ranges = nullptr;
-    size_t n = 0;
-    uint32_t* mismatches = nullptr;
-  };
   virtual void pattern_count_table(const Range* table, size_t n, const uint32_t* changed,
                                    size_t nchanged, bool whole, uint8_t byte,
-                                   std::vector<PadHit>* hits, const ExtraCount& extra) {
+                                   std::vector<PadHit>* hits) {
     (void)changed;
     (void)nchanged;
     (void)whole;
     count_all(table, n, byte, hits);
-    if (extra.n != 0) pattern_count(extra.ranges, extra.n, byte, extra.mismatches);
   }
 
   // --- streams and events ---------------------------------------------------

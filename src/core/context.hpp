@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -308,11 +307,7 @@ struct metrale_context {
     metrale::core::PadOwner owner;
     uint32_t bad_bytes;
   };
-  // redzone.cpp; inside a ScanPass. `extra` ranges (a freed-pad check
-  // folded into the scan) are counted in the same device pass:
-  // extra_bad[i] for extra[i].
-  std::vector<DirtyPad> find_dirty_pads(const metrale::backend::Range* extra, size_t nextra,
-                                        uint32_t* extra_bad);
+  std::vector<DirtyPad> find_dirty_pads();  // redzone.cpp; inside a ScanPass
   // Host kernels calling back in (reentry.cpp): INVALID_ARGUMENT when this
   // thread runs work of stream h (a wait on h would wait for the kernel
   // itself), of any stream of this context, or of stream h being destroyed.
@@ -456,13 +451,8 @@ struct metrale_context {
   // block back to the pool, the intact ones with their pattern record.
   // wait_for_other_pass: wait for a pass another thread runs (scan, trim,
   // out-of-memory retry, teardown); else leave the blocks to it. Errors are
-  // logged; blocks then go back with no record. `count`, when set, does
-  // the pass's device count (counts[i] for ranges[i]) instead of the
-  // backend's pattern_count: a scan folds it into its own pass. It is not
-  // called when the pass finds nothing to check, or does not run.
-  using PadCount = std::function<void(const metrale::backend::Range* ranges, size_t n,
-                                      uint32_t* counts)>;
-  void verify_freed_pads(bool wait_for_other_pass, const PadCount& count = nullptr) noexcept;
+  // logged; blocks then go back with no record.
+  void verify_freed_pads(bool wait_for_other_pass) noexcept;
  private:
   struct FreedPadReport {
     metrale_redzone_violation_t v;  // file/line: the allocation site
@@ -470,7 +460,7 @@ struct metrale_context {
     int free_line;
     const char* tag;                // nullptr: none
   };
-  void run_verify_pass(std::vector<FreedPadReport>* reports, const PadCount& count);
+  void run_verify_pass(std::vector<FreedPadReport>* reports);
   FreedPadReport describe_freed_pad(const metrale::core::PendingPad& p, uint32_t counted);
   // A checked block back to the pool with what of its range proved clean.
   void release_checked(const metrale::core::PendingPad& p,

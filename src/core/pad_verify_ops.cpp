@@ -71,7 +71,7 @@ bool metrale_context::hold_for_verify(DevPtr ptr, const metrale::core::LedgerEnt
   return true;
 }
 
-void metrale_context::verify_freed_pads(bool wait_for_other_pass, const PadCount& count) noexcept {
+void metrale_context::verify_freed_pads(bool wait_for_other_pass) noexcept {
   if (t_in_pass || pool_ == nullptr) return;
   // Checking waits for streams: never from inside a host kernel (it may be
   // the work waited for); the blocks wait for the next pass.
@@ -85,7 +85,7 @@ void metrale_context::verify_freed_pads(bool wait_for_other_pass, const PadCount
   t_in_pass = true;
   std::vector<FreedPadReport> reports;
   try {
-    run_verify_pass(&reports, count);
+    run_verify_pass(&reports);
   } catch (const std::exception& ex) {
     // Warn: the blocks went back to the pool unchecked, so an overrun of
     // theirs can no longer be reported; the user needs to know why.
@@ -99,8 +99,7 @@ void metrale_context::verify_freed_pads(bool wait_for_other_pass, const PadCount
   report_freed_pads(reports);
 }
 
-void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports,
-                                      const PadCount& count) {
+void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   std::vector<PendingPad> batch = pad_verify_.take_all();
   if (batch.empty()) return;
   // The streams each block was last used on: the one it is freed on (or
@@ -192,14 +191,9 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports,
   at.push_back(ranges.size());
   bad.assign(ranges.size(), 0);
   try {
-    if (count) {
-      count(ranges.data(), ranges.size(), bad.data());
-    } else {
-      device([&] {
-        backend_->pattern_count(ranges.data(), ranges.size(), METRALE_REDZONE_PATTERN,
-                                bad.data());
-      });
-    }
+    device([&] {
+      backend_->pattern_count(ranges.data(), ranges.size(), METRALE_REDZONE_PATTERN, bad.data());
+    });
   } catch (...) {
     for (const PendingPad& p : ready) release_checked(p, PatternRange{});
     throw;

@@ -2,7 +2,6 @@
 // host copy only of the pads that came back dirty.
 #include <algorithm>
 #include <cstdio>
-#include <exception>
 #include <vector>
 
 #include "core/context.hpp"
@@ -50,9 +49,7 @@ void metrale_context::settle_streams_before_scan() {
 // this scan gets it (O(changes) to copy; the backend may keep its table);
 // else, when another scan holds the mirror, from a snapshot of its own.
 // Call inside a ScanPass.
-std::vector<metrale_context::DirtyPad> metrale_context::find_dirty_pads(const Range* extra,
-                                                                        size_t nextra,
-                                                                        uint32_t* extra_bad) {
+std::vector<metrale_context::DirtyPad> metrale_context::find_dirty_pads() {
   using Hit = metrale::backend::Backend::PadHit;
   std::vector<Hit> hits;
   std::vector<DirtyPad> dirty;
@@ -61,23 +58,16 @@ std::vector<metrale_context::DirtyPad> metrale_context::find_dirty_pads(const Ra
     pad_mirror_.refresh(ledger_);
     const size_t n = pad_mirror_.size();
     if (n == 0) {
-      // The backend's table is not used: have the next call send it the
-      // whole table rather than reason about what it missed.
+      // The backend is not called: have the next call send it the whole
+      // table rather than reason about what it missed.
       pad_mirror_.backend_begin();
-      if (nextra != 0) {
-        device([&] {
-          backend_->pattern_count(extra, nextra, METRALE_REDZONE_PATTERN, extra_bad);
-        });
-      }
       return dirty;
     }
     const std::vector<uint32_t>& changed = pad_mirror_.changed();
     pad_mirror_.backend_begin();
     device([&] {
       backend_->pattern_count_table(pad_mirror_.ranges(), n, changed.data(), changed.size(),
-                                    pad_mirror_.whole(), METRALE_REDZONE_PATTERN, &hits,
-                                    metrale::backend::Backend::ExtraCount{extra, nextra,
-                                                                          extra_bad});
+                                    pad_mirror_.whole(), METRALE_REDZONE_PATTERN, &hits);
     });
     pad_mirror_.backend_done();
     for (const Hit& h : hits) {
@@ -90,19 +80,15 @@ std::vector<metrale_context::DirtyPad> metrale_context::find_dirty_pads(const Ra
   std::vector<Range> zones;
   std::vector<metrale::core::PadOwner> owners;
   ledger_.pads(&zones, &owners);
-  const size_t live = zones.size();
-  // The extra ranges ride along at the end of the same pass.
-  zones.insert(zones.end(), extra, extra + nextra);
   if (zones.empty()) return dirty;
   std::vector<uint32_t> mismatches(zones.size(), 0);
   device([&] {
     backend_->pattern_count(zones.data(), zones.size(), METRALE_REDZONE_PATTERN,
                             mismatches.data());
   });
-  for (size_t i = 0; i < live; ++i) {
+  for (size_t i = 0; i < zones.size(); ++i) {
     if (mismatches[i] != 0) dirty.push_back(DirtyPad{zones[i], owners[i], mismatches[i]});
   }
-  std::copy(mismatches.begin() + static_cast<std::ptrdiff_t>(live), mismatches.end(), extra_bad);
   return dirty;
 }
 
@@ -116,9 +102,11 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
   fault_.check();
   refuse_in_any_work("metrale_redzone_scan");
   *count = 0;
-  std::vector<FreedPadReport> freed = take_freed_reports();  // found by earlier checks
-  const bool pending = pad_verify_.count() != 0;
-  if (!pending && ledger_.pad_count() == 0 && quarantined_bytes() == 0 && freed.empty()) return;
+  // Freed padded blocks still waiting for their check are checked now, so
+  // an overrun by an allocation freed before this scan is reported by it.
+  if (pad_verify_.count() != 0) verify_freed_pads(true);
+  std::vector<FreedPadReport> freed = take_freed_reports();
+  if (ledger_.pad_count() == 0 && quarantined_bytes() == 0 && freed.empty()) return;
   // Before the pass opens: frees are not held back while streams drain.
   settle_streams_before_scan();
 
@@ -128,31 +116,7 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
       free_held(held);
     };
     metrale::core::ScanPass<decltype(release)> pass(scan_fence_, release);
-    // Freed padded blocks still waiting for their check are checked now, so
-    // an overrun by an allocation freed before this scan is reported by it:
-    // in the scan's own device pass (one wait for both), unless their check
-    // cannot run here (another pass, or this thread runs stream work) or
-    // found nothing to read.
-    std::vector<DirtyPad> dirty;
-    bool scanned = false;
-    if (pending) {
-      std::exception_ptr scan_error;
-      verify_freed_pads(true, [&](const Range* ranges, size_t n, uint32_t* counts) {
-        try {
-          dirty = find_dirty_pads(ranges, n, counts);
-          scanned = true;
-        } catch (...) {
-          scan_error = std::current_exception();
-          throw;
-        }
-      });
-      // The check logged its failure and gave its blocks back; the scan's
-      // error is the caller's.
-      if (scan_error) std::rethrow_exception(scan_error);
-      std::vector<FreedPadReport> now = take_freed_reports();
-      freed.insert(freed.end(), now.begin(), now.end());
-    }
-    if (!scanned) dirty = find_dirty_pads(nullptr, 0, nullptr);
+    const std::vector<DirtyPad> dirty = find_dirty_pads();
 
     // Dirty pads are read back on the default stream. While that stream
     // captures, the copy would be recorded into the caller's graph, aimed at

@@ -57,7 +57,7 @@ class CudaBackend final : public Backend {
   void pattern_fill(const Range* ranges, size_t n, uint8_t byte) override;
   void pattern_count_table(const Range* table, size_t n, const uint32_t* changed,
                            size_t nchanged, bool whole, uint8_t byte,
-                           std::vector<PadHit>* hits, const ExtraCount& extra) override;
+                           std::vector<PadHit>* hits) override;
   void pattern_count(const Range* ranges, size_t n, uint8_t byte,
                      uint32_t* mismatches) override;
 
@@ -149,7 +149,6 @@ class CudaBackend final : public Backend {
   void redzone_prepare();  // internal stream, module (once), fallback decision
   void redzone_reserve(size_t n);
   void redzone_upload(const Range* ranges, size_t n);
-  unsigned char* enqueue_count(const Range* ranges, size_t n, uint8_t byte);
   void redzone_release() noexcept;
   // The device-side pad table (cuda_redzone_table.cpp), under redzone_mutex_.
   bool table_reserve(size_t n);  // true when the table is new (empty)

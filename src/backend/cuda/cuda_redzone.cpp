@@ -130,28 +130,6 @@ void CudaBackend::redzone_upload(const Range* ranges, size_t n) {
         "cuMemcpyHtoDAsync_v2");
 }
 
-// Enqueues on the red-zone stream (under redzone_mutex_, redzone_count_
-// loaded): the ranges' upload, the count kernel and the counts' copy back;
-// returns where the counts land in pinned staging once the stream is waited
-// for. Nothing else may use the red-zone staging or scratch until then.
-unsigned char* CudaBackend::enqueue_count(const Range* ranges, size_t n, uint8_t byte) {
-  redzone_reserve(n);
-  redzone_upload(ranges, n);
-  CUdeviceptr device_ranges = redzone_scratch_;
-  CUdeviceptr device_counts = redzone_scratch_ + n * sizeof(DeviceRange);
-  unsigned long long count = n;
-  unsigned int value = byte;
-  void* params[] = {&device_ranges, &count, &value, &device_counts};
-  const auto blocks = static_cast<unsigned int>(std::min(n, kMaxBlocks));
-  check(api_.launchKernel(redzone_count_, blocks, 1, 1, kThreadsPerBlock, 1, 1, 0,
-                          redzone_stream_, params, nullptr),
-        "cuLaunchKernel", "metrale_redzone_count");
-  unsigned char* host_counts = redzone_staging_ + n * sizeof(DeviceRange);
-  check(api_.memcpyDtoHAsync(host_counts, device_counts, n * sizeof(uint32_t), redzone_stream_),
-        "cuMemcpyDtoHAsync_v2", "red-zone counts");
-  return host_counts;
-}
-
 void CudaBackend::pattern_fill(const Range* ranges, size_t n, uint8_t byte) {
   if (n == 0) return;
   make_current();
@@ -194,7 +172,21 @@ void CudaBackend::pattern_count(const Range* ranges, size_t n, uint8_t byte,
   // Core has waited for the context's streams (not the whole device context:
   // that would break a capture on another thread).
   if (redzone_count_ != nullptr) {
-    const unsigned char* host_counts = enqueue_count(ranges, n, byte);
+    redzone_reserve(n);
+    redzone_upload(ranges, n);
+    CUdeviceptr device_ranges = redzone_scratch_;
+    CUdeviceptr device_counts = redzone_scratch_ + n * sizeof(DeviceRange);
+    unsigned long long count = n;
+    unsigned int value = byte;
+    void* params[] = {&device_ranges, &count, &value, &device_counts};
+    const auto blocks = static_cast<unsigned int>(std::min(n, kMaxBlocks));
+    check(api_.launchKernel(redzone_count_, blocks, 1, 1, kThreadsPerBlock, 1, 1, 0,
+                            redzone_stream_, params, nullptr),
+          "cuLaunchKernel", "metrale_redzone_count");
+    unsigned char* host_counts = redzone_staging_ + n * sizeof(DeviceRange);
+    check(api_.memcpyDtoHAsync(host_counts, device_counts, n * sizeof(uint32_t),
+                               redzone_stream_),
+          "cuMemcpyDtoHAsync_v2", "red-zone counts");
     check(api_.streamSynchronize(redzone_stream_), "cuStreamSynchronize", "red-zone scan");
     std::memcpy(mismatches, host_counts, n * sizeof(uint32_t));
     return;
@@ -221,11 +213,8 @@ void CudaBackend::pattern_count(const Range* ranges, size_t n, uint8_t byte,
 
 void CudaBackend::pattern_count_table(const Range* table, size_t n, const uint32_t* changed,
                                       size_t nchanged, bool whole, uint8_t byte,
-                                      std::vector<PadHit>* hits, const ExtraCount& extra) {
-  if (n == 0) {
-    if (extra.n != 0) pattern_count(extra.ranges, extra.n, byte, extra.mismatches);
-    return;
-  }
+                                      std::vector<PadHit>* hits) {
+  if (n == 0) return;
   make_current();
   // Its own stream and waits: allowed beside a capture on this thread.
   RelaxedCaptureMode relaxed(api_);  // capture_mode.hpp
@@ -244,13 +233,7 @@ void CudaBackend::pattern_count_table(const Range* table, size_t n, const uint32
         check(api_.streamSynchronize(redzone_stream_), "cuStreamSynchronize", "red-zone scan");
       const bool fresh = table_reserve(n);  // a new table has nothing in it
       table_update(table, n, changed, nchanged, whole || !was_valid || fresh);
-      // The extra ranges' count, enqueued before the table's: one wait
-      // (table_count's) covers both.
-      unsigned char* extra_counts = nullptr;
-      if (extra.n != 0) extra_counts = enqueue_count(extra.ranges, extra.n, byte);
       table_count(n, byte, hits);
-      if (extra_counts != nullptr)
-        std::memcpy(extra.mismatches, extra_counts, extra.n * sizeof(uint32_t));
       table_valid_ = true;
       return;
     }
@@ -258,7 +241,6 @@ void CudaBackend::pattern_count_table(const Range* table, size_t n, const uint32
   // No kernels: count the whole table through pattern_count (which takes
   // the red-zone lock itself).
   count_all(table, n, byte, hits);
-  if (extra.n != 0) pattern_count(extra.ranges, extra.n, byte, extra.mismatches);
 }
 
 void CudaBackend::redzone_release() noexcept {

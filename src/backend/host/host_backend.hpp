@@ -58,7 +58,7 @@ class HostBackend final : public Backend {
   // catch a change the caller failed to list (host_pad_table.cpp).
   void pattern_count_table(const Range* table, size_t n, const uint32_t* changed,
                            size_t nchanged, bool whole, uint8_t byte,
-                           std::vector<PadHit>* hits, const ExtraCount& extra) override;
+                           std::vector<PadHit>* hits) override;
 
   StreamHandle stream_create() override;
   StreamHandle stream_wrap(uint64_t native, bool* owned) override;

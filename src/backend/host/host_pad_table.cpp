@@ -10,9 +10,8 @@ namespace metrale::backend::host {
 
 void HostBackend::pattern_count_table(const Range* table, size_t n, const uint32_t* changed,
                                       size_t nchanged, bool whole, uint8_t byte,
-                                      std::vector<PadHit>* hits, const ExtraCount& extra) {
+                                      std::vector<PadHit>* hits) {
   fault_.throw_if_lost();
-  if (extra.n != 0) pattern_count(extra.ranges, extra.n, byte, extra.mismatches);
   if (n == 0) return;
   const bool was_valid = pad_table_valid_;
   pad_table_valid_ = false;  // until this call returns
