@@ -247,6 +247,9 @@ def write(rows, checks, args):
                 ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                 capture_output=True, text=True).stdout.strip(),
             "checks_failed": checks}
+    # A folder that is not there yet is made: a run of several minutes must
+    # not end in a FileNotFoundError with its figures lost.
+    os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"{date:%Y-%m-%d}-torch-training-{socket.gethostname()}")
     with open(stem + ".json", "w") as f:
         json.dump({"schema": "metrale-bench/1", "meta": meta, "results": results,
