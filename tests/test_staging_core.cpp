@@ -151,12 +151,12 @@ void in_flight_buffers_are_waited_for() {
   auto a = random_bytes(n, 1), b = random_bytes(n, 2);
   {
     StagingRing::Lease lease = ring.try_take(dev);
-    staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1);
+    staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1, StorePolicy{}.h2d);
   }
   CHECK(!dev.queue.empty());  // the last pieces are still in flight
   {
     StagingRing::Lease lease = ring.try_take(dev);
-    staged_h2d(lease, workers, dev, LateDevice::kBase + n, b.data(), n, 2);
+    staged_h2d(lease, workers, dev, LateDevice::kBase + n, b.data(), n, 2, StorePolicy{}.h2d);
   }
   dev.drain();
   CHECK(std::memcmp(&dev.mem[0], a.data(), n) == 0);
@@ -173,7 +173,7 @@ void release_waits_for_dmas() {
   auto a = random_bytes(n, 3);
   {
     StagingRing::Lease lease = ring.try_take(dev);
-    staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1);
+    staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1, StorePolicy{}.h2d);
   }
   CHECK(ring.allocated());
   ring.release(dev);
@@ -215,7 +215,7 @@ void errors_propagate() {
     StagingRing::Lease lease = ring.try_take(dev);
     std::string what;
     try {
-      staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1);
+      staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1, StorePolicy{}.h2d);
     } catch (const metrale::Error& e) {
       what = e.what();
     }
@@ -233,7 +233,7 @@ void errors_propagate() {
     std::string what;
     std::vector<unsigned char> out(n);
     try {
-      staged_d2h(lease, workers, dev, out.data(), LateDevice::kBase, n, 1);
+      staged_d2h(lease, workers, dev, out.data(), LateDevice::kBase, n, 1, StorePolicy{}.d2h);
     } catch (const metrale::Error& e) {
       what = e.what();
     }
@@ -289,7 +289,7 @@ void workers_split_copies() {
         const size_t n = CopyWorkers::kMinPart * 3 + static_cast<size_t>(c * 100 + i);
         auto src = random_bytes(n, static_cast<unsigned>(c * 100 + i));
         std::vector<unsigned char> dst(n);
-        shared.copy(dst.data(), src.data(), n);
+        shared.copy(dst.data(), src.data(), n, StoreMode::kStreaming);
         if (dst != src) bad.fetch_add(1);
       }
     });

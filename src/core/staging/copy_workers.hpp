@@ -31,7 +31,7 @@ class CopyWorkers {
   // threads() parts of at least kMinPart bytes each, and returns when every
   // part is done, every part stored with `mode` (stream_copy.hpp).
   // Thread-safe: concurrent callers take turns.
-  void copy(void* dst, const void* src, size_t bytes, StoreMode mode = StoreMode::kCached);
+  void copy(void* dst, const void* src, size_t bytes, StoreMode mode);
 
   unsigned threads() const { return threads_; }
 
@@ -45,7 +45,7 @@ class CopyWorkers {
     size_t bytes = 0;
     size_t part = 0;    // bytes per part (the last one may be shorter)
     unsigned index = 0;  // which part this worker copies
-    StoreMode mode = StoreMode::kStreaming;
+    StoreMode mode = StoreMode::kCached;  // always set by copy()
   };
 
   // One worker's mailbox: the caller writes job, then bumps seq (release);

@@ -23,10 +23,8 @@
 namespace metrale::core::staging {
 
 void staged_h2d(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& dev, DevPtr dst,
-                const void* src, size_t bytes, StreamHandle s,
-                StoreMode stores = StorePolicy{}.h2d);
+                const void* src, size_t bytes, StreamHandle s, StoreMode stores);
 void staged_d2h(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& dev, void* dst,
-                DevPtr src, size_t bytes, StreamHandle s,
-                StoreMode stores = StorePolicy{}.d2h);
+                DevPtr src, size_t bytes, StreamHandle s, StoreMode stores);
 
 }  // namespace metrale::core::staging
