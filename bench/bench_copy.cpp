@@ -7,6 +7,7 @@
 // 64 KiB .. 16 MiB, the ring/threads sweep). Every figure includes the wait
 // for the copy to finish. Without a GPU only the pageable rows run, on the
 // host backend. Usage: bench_copy [OUT.json]
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -85,6 +86,13 @@ int main(int argc, char** argv) {
   metrale_context_t* ctx = s.ctx;
   CUstream rs = s.raw_stream;
   const std::string sync = "synchronous: each op waits for the copy to finish";
+  // BENCH_COPY_PARTS (comma list of small, big, sizes, sweep; default all)
+  // runs a part alone, for a diagnosis; a full run (bench/run.sh) sets none.
+  const char* parts = std::getenv("BENCH_COPY_PARTS");
+  auto want = [parts](const char* part) {
+    return parts == nullptr || *parts == '\0' || std::strstr(parts, part) != nullptr;
+  };
+  if (parts != nullptr && *parts != '\0') report.meta("parts", parts);
 
   // 64 B, and the same with checked pointers.
   std::vector<unsigned char> host(kSmall, 1);
@@ -99,7 +107,7 @@ int main(int argc, char** argv) {
     }
     if (!lib_ok(metrale_alloc(checked, kSmall, &csmall), "metrale_alloc (checked)")) csmall = 0;
   }
-  if (lib_ok(metrale_alloc(ctx, kSmall, &small), "metrale_alloc")) {
+  if (want("small") && lib_ok(metrale_alloc(ctx, kSmall, &small), "metrale_alloc")) {
     unsigned char* h = host.data();
     const size_t batch = 1000;
     std::vector<Case> h2d = {
@@ -164,6 +172,7 @@ int main(int argc, char** argv) {
       const char* group;
       unsigned char* h;
     };
+    if (want("big")) {
     for (Dir d : {Dir{"copy_h2d_1GiB_pinned", pn}}) {
       unsigned char* h = d.h;
       std::string g = d.group;
@@ -195,6 +204,7 @@ int main(int argc, char** argv) {
         raw_async("memset_1GiB/raw_async_sync", api, rs,
                   [&api, rs, da] { return api.memsetD8Async(da, 0x5a, kBig, rs); }, "cuMemsetD8Async")};
     add_rows(&report, run_interleaved(ms, 15, 3), kBig, 3, {"memset_1GiB", "raw_async_sync", big, ""});
+    }
     // Pageable copies: the library (pinned staging on and off) against the
     // raw driver from the same pageable buffer and from the pinned one.
     PageableSetup ps;
@@ -205,9 +215,9 @@ int main(int argc, char** argv) {
     ps.pageable = pg;
     ps.pinned = pn;
     ps.big = kBig;
-    pageable_big_rows(ps);
-    pageable_size_rows(ps);
-    staging_sweep_rows(ps);
+    if (want("big")) pageable_big_rows(ps);
+    if (want("sizes")) pageable_size_rows(ps);
+    if (want("sweep")) staging_sweep_rows(ps);
   }
   metrale_host_free_pinned(ctx, pinned);
   metrale_free(ctx, da);

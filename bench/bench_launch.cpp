@@ -128,6 +128,18 @@ int main(int argc, char** argv) {
                return false;
            return true;
          }, sync_both}};
+    // The same diagnosis with parameters.
+    if (metrale_stream_native(ctx, ls, &lib_native) == METRALE_OK && lib_native != nullptr) {
+      CUstream lns = static_cast<CUstream>(lib_native);
+      fill.push_back({"launch_3params/raw_on_library_stream", [&api, &k, lns, &params](size_t m) {
+                        for (size_t i = 0; i < m; ++i)
+                          if (!raw_ok(api, api.launchKernel(k.raw_fill, 1, 1, 1, 1, 1, 1, 0, lns,
+                                                            params, nullptr),
+                                      "cuLaunchKernel"))
+                            return false;
+                        return true;
+                      }, sync_both});
+    }
     add_all(&report, run_interleaved(fill, kRepeats, batch), "launch_3params", batch,
             "enqueue only: fill_u32<<<1,1>>>(p, 7, n=0) (24 bytes of parameters), stream synced "
             "after each batch outside the timed region", {Target::DIFF_NS, 50});

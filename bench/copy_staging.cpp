@@ -5,6 +5,7 @@
 // raw rows (async copy + cuStreamSynchronize).
 #include "copy_staging.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -175,9 +176,9 @@ void pageable_big_rows(const PageableSetup& s) {
 }
 
 void pageable_size_rows(const PageableSetup& s) {
-  const size_t sizes[] = {64 * KiB, 256 * KiB, 512 * KiB, 1 * MiB,
-                          2 * MiB,  4 * MiB,   8 * MiB,   16 * MiB};
-  const size_t most = 16 * MiB;
+  const size_t sizes[] = {64 * KiB, 256 * KiB, 512 * KiB, 1 * MiB,  2 * MiB,  4 * MiB,
+                          8 * MiB,  16 * MiB,  32 * MiB,  64 * MiB, 256 * MiB};
+  const size_t most = std::min<size_t>(256 * MiB, s.big);
   auto on = defaults_side(s.backend, most);
   auto off = unstaged_side(s.backend, most);
   auto all = std::make_unique<LibSide>(s.backend, most, 4096, METRALE_STAGING_DEFAULT_BUFFER_BYTES,
@@ -189,6 +190,7 @@ void pageable_size_rows(const PageableSetup& s) {
   }
   for (bool h2d : {true, false}) {
     for (size_t bytes : sizes) {
+      if (bytes > most) break;
       const std::string g = group_of(h2d, bytes);
       std::vector<Case> cases = {lib_copy(g + "/library", on.get(), h2d, s.pageable, bytes),
                                  lib_copy(g + "/library_unstaged", off.get(), h2d, s.pageable, bytes),

@@ -521,12 +521,16 @@ typedef struct metrale_kernel_timing {
  *  copy_*_1GiB_pageable/library_b<n>_<size>_t<threads>_<stores>, every
  *  setting interleaved in one run): 8 buffers of 4 MiB and 12 threads
  *  moved 1 GiB at 50.7 GB/s h2d (cached stores) and 53.2 GB/s d2h
- *  (streaming stores; pageable, unstaged: 7.2 and 14.5; pinned: 55.4);
- *  staging beat the direct copy in both directions from 8 MiB (h2d lost
- *  at 4 MiB). The threads are capped at the machine's core count. The
- *  ring pins buffers x bytes per context. How the host side stores
+ *  (streaming stores; pageable, unstaged: 7.2 and 14.5; pinned: 55.4).
+ *  The threshold: a copy shorter than 8 buffers is cut into 8 pieces so
+ *  that its memcpy overlaps its DMA, and h2d below 128 MiB streams its
+ *  stores; so staged, copies from 512 KiB on beat the direct copy in both
+ *  directions, in each of three runs (1 MiB: 0.68-0.74x its time; 256 KiB:
+ *  even; bench/results/2026-12-04-staging-stores-nvidia-h200.md). The
+ *  threads are capped at the machine's core count. The ring pins buffers
+ *  x bytes per context. How the host side stores
  *  (METRALE_STAGING_STORES): see the README. */
-#define METRALE_STAGING_DEFAULT_THRESHOLD (8u << 20)
+#define METRALE_STAGING_DEFAULT_THRESHOLD (1u << 20)
 #define METRALE_STAGING_DEFAULT_BUFFER_BYTES (4u << 20)
 #define METRALE_STAGING_DEFAULT_BUFFERS 8u
 #define METRALE_STAGING_DEFAULT_THREADS 12u

@@ -70,9 +70,11 @@ class LateDevice final : public StagingDevice {
     if (fail_dma_at != 0 && ++dmas == fail_dma_at) {
       metrale::fail(METRALE_ERROR_DRIVER, "fake: cuMemcpyHtoDAsync failed (999)");
     }
+    h2d_sizes.push_back(bytes);
     queue.push_back({[=] { std::memcpy(&mem[dst - kBase], src, bytes); }, src});
   }
   void d2h(void* dst, DevPtr src, size_t bytes, StreamHandle) override {
+    d2h_sizes.push_back(bytes);
     queue.push_back({[=] { std::memcpy(dst, &mem[src - kBase], bytes); }, dst});
   }
 
@@ -97,6 +99,7 @@ class LateDevice final : public StagingDevice {
   int events_live = 0;
   size_t fail_alloc_at = 0, allocs = 0;
   size_t fail_dma_at = 0, dmas = 0;
+  std::vector<size_t> h2d_sizes, d2h_sizes;  // every DMA enqueued, in order
   bool fail_sync = false;
   bool freed_with_pending_dma = false;
 };
@@ -141,6 +144,40 @@ void h2d_then_d2h_round_trips() {
   }
 }
 
+// A copy of fewer than `count` buffers goes in `count` pieces (whole pages,
+// at least kMinPiece) so that it pipelines; a longer one in whole buffers.
+void short_copies_are_cut_in_count_pieces() {
+  const size_t MiB = size_t{1} << 20, B = 4 * MiB;
+  CHECK(piece_bytes(8 * MiB, B, 8) == MiB);
+  CHECK(piece_bytes(8 * MiB + 1, B, 8) == MiB + 4096);
+  CHECK(piece_bytes(64 * MiB, B, 8) == B);
+  CHECK(piece_bytes(1 * MiB, B, 8) == kMinPiece);
+  CHECK(piece_bytes(100, B, 8) == kMinPiece);
+  CHECK(piece_bytes(1 * MiB, 4096, 2) == 4096);  // never above a buffer
+  CHECK(piece_bytes(100, 4096, 2) == 4096);
+  for (size_t n : {8 * MiB + 13, 3 * MiB, 40 * MiB + 1}) {
+    LateDevice dev(n);
+    StagingRing ring(B, 8);
+    CopyWorkers workers(2);
+    auto src = random_bytes(n, static_cast<unsigned>(n));
+    {
+      StagingRing::Lease lease = ring.try_take(dev);
+      staged_h2d(lease, workers, dev, LateDevice::kBase, src.data(), n, 1, StoreMode::kStreaming);
+      std::vector<unsigned char> back(n);
+      staged_d2h(lease, workers, dev, back.data(), LateDevice::kBase, n, 1, StoreMode::kStreaming);
+      CHECK(std::memcmp(back.data(), src.data(), n) == 0);
+    }
+    const size_t piece = piece_bytes(n, B, 8);
+    const size_t pieces = (n + piece - 1) / piece;
+    CHECK(dev.h2d_sizes.size() == pieces && dev.d2h_sizes.size() == pieces);
+    CHECK(n >= 8 * B || pieces == 8 || n < 8 * kMinPiece);
+    size_t total = 0;
+    for (size_t k : dev.h2d_sizes) total += k;
+    CHECK(total == n && dev.h2d_sizes.front() == piece && dev.d2h_sizes == dev.h2d_sizes);
+    ring.release(dev);
+  }
+}
+
 // An async h2d returns with DMAs still queued; the next copy (another lease)
 // must wait for each buffer's event before refilling it.
 void in_flight_buffers_are_waited_for() {
@@ -151,12 +188,12 @@ void in_flight_buffers_are_waited_for() {
   auto a = random_bytes(n, 1), b = random_bytes(n, 2);
   {
     StagingRing::Lease lease = ring.try_take(dev);
-    staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1, StorePolicy{}.h2d);
+    staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1, StorePolicy{}.h2d(n));
   }
   CHECK(!dev.queue.empty());  // the last pieces are still in flight
   {
     StagingRing::Lease lease = ring.try_take(dev);
-    staged_h2d(lease, workers, dev, LateDevice::kBase + n, b.data(), n, 2, StorePolicy{}.h2d);
+    staged_h2d(lease, workers, dev, LateDevice::kBase + n, b.data(), n, 2, StorePolicy{}.h2d(n));
   }
   dev.drain();
   CHECK(std::memcmp(&dev.mem[0], a.data(), n) == 0);
@@ -173,7 +210,7 @@ void release_waits_for_dmas() {
   auto a = random_bytes(n, 3);
   {
     StagingRing::Lease lease = ring.try_take(dev);
-    staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1, StorePolicy{}.h2d);
+    staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1, StorePolicy{}.h2d(n));
   }
   CHECK(ring.allocated());
   ring.release(dev);
@@ -215,7 +252,7 @@ void errors_propagate() {
     StagingRing::Lease lease = ring.try_take(dev);
     std::string what;
     try {
-      staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1, StorePolicy{}.h2d);
+      staged_h2d(lease, workers, dev, LateDevice::kBase, a.data(), n, 1, StorePolicy{}.h2d(n));
     } catch (const metrale::Error& e) {
       what = e.what();
     }
@@ -233,7 +270,7 @@ void errors_propagate() {
     std::string what;
     std::vector<unsigned char> out(n);
     try {
-      staged_d2h(lease, workers, dev, out.data(), LateDevice::kBase, n, 1, StorePolicy{}.d2h);
+      staged_d2h(lease, workers, dev, out.data(), LateDevice::kBase, n, 1, StorePolicy{}.d2h(n));
     } catch (const metrale::Error& e) {
       what = e.what();
     }
@@ -321,20 +358,37 @@ void stream_copy_matches_memcpy() {
 
 // METRALE_STAGING_STORES's three words, and nothing else.
 void store_policies_parse() {
-  StorePolicy p{StoreMode::kStreaming, StoreMode::kCached};
+  const StoreMode S = StoreMode::kStreaming, C = StoreMode::kCached;
+  StorePolicy p{C, S, C};
   CHECK(parse_store_policy("auto", &p));
-  CHECK(p.h2d == StorePolicy{}.h2d && p.d2h == StorePolicy{}.d2h);
-  CHECK(StorePolicy{}.h2d == StoreMode::kCached && StorePolicy{}.d2h == StoreMode::kStreaming);
+  CHECK(p == StorePolicy{});
   CHECK(parse_store_policy("streaming", &p));
-  CHECK(p.h2d == StoreMode::kStreaming && p.d2h == StoreMode::kStreaming);
+  CHECK(p == (StorePolicy{S, S, S}));
   CHECK(parse_store_policy("cached", &p));
-  CHECK(p.h2d == StoreMode::kCached && p.d2h == StoreMode::kCached);
+  CHECK(p == (StorePolicy{C, C, C}));
   for (const char* bad : {"", "Streaming", "cached ", "nt", "1", "AUTO"}) {
-    p = StorePolicy{StoreMode::kStreaming, StoreMode::kStreaming};
+    p = StorePolicy{S, C, S};
     CHECK(!parse_store_policy(bad, &p));
-    CHECK(p.h2d == StoreMode::kStreaming && p.d2h == StoreMode::kStreaming);
+    CHECK(p == (StorePolicy{S, C, S}));
   }
   CHECK(!parse_store_policy(nullptr, &p));
+}
+
+// "auto": d2h streams at every size; h2d streams below kH2dCachedFrom and
+// caches from there (the measured crossing, stream_copy.hpp).
+void auto_policy_by_size() {
+  const StorePolicy a;
+  for (size_t n : {size_t{1}, size_t{8} << 20, kH2dCachedFrom - 1}) {
+    CHECK(a.h2d(n) == StoreMode::kStreaming);
+    CHECK(a.d2h(n) == StoreMode::kStreaming);
+  }
+  for (size_t n : {kH2dCachedFrom, size_t{1} << 30, ~size_t{0}}) {
+    CHECK(a.h2d(n) == StoreMode::kCached);
+    CHECK(a.d2h(n) == StoreMode::kStreaming);
+  }
+  StorePolicy forced;
+  CHECK(parse_store_policy("cached", &forced));
+  CHECK(forced.h2d(1) == StoreMode::kCached && forced.d2h(~size_t{0}) == StoreMode::kCached);
 }
 
 }  // namespace
@@ -342,6 +396,7 @@ void store_policies_parse() {
 int main(int argc, char** argv) {
   return core_check::run(argc, argv, {
       {"h2d_then_d2h_round_trips", h2d_then_d2h_round_trips},
+      {"short_copies_are_cut_in_count_pieces", short_copies_are_cut_in_count_pieces},
       {"in_flight_buffers_are_waited_for", in_flight_buffers_are_waited_for},
       {"release_waits_for_dmas", release_waits_for_dmas},
       {"allocation_failure_turns_staging_off", allocation_failure_turns_staging_off},
@@ -350,5 +405,6 @@ int main(int argc, char** argv) {
       {"workers_split_copies", workers_split_copies},
       {"stream_copy_matches_memcpy", stream_copy_matches_memcpy},
       {"store_policies_parse", store_policies_parse},
+      {"auto_policy_by_size", auto_policy_by_size},
   });
 }

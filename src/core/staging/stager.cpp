@@ -49,9 +49,10 @@ StagingRing::Lease Stager::take(StagingDevice& dev) {
                 "allocated ({}); pageable copies go directly", failure);
   } else if (lease && !had) {
     log().debug("staging ring allocated: {} pinned buffers of {} bytes, {} copy threads, "
-                "{} stores h2d, {} stores d2h",
+                "{} stores h2d below {} bytes, {} from there, {} stores d2h",
                 lease.count(), lease.buffer_bytes(), workers_.threads(),
-                store_mode_name(stores_.h2d), store_mode_name(stores_.d2h));
+                store_mode_name(stores_.h2d_below), kH2dCachedFrom,
+                store_mode_name(stores_.h2d_from), store_mode_name(stores_.d2h_all));
   }
   return lease;
 }
@@ -62,7 +63,7 @@ bool Stager::h2d(backend::Backend& b, backend::DevPtr dst, const void* src, size
   BackendDevice dev(b);
   StagingRing::Lease lease = take(dev);
   if (!lease) return false;
-  staged_h2d(lease, workers_, dev, dst, src, bytes, s, stores_.h2d);
+  staged_h2d(lease, workers_, dev, dst, src, bytes, s, stores_.h2d(bytes));
   return true;
 }
 
@@ -72,7 +73,7 @@ bool Stager::d2h(backend::Backend& b, void* dst, backend::DevPtr src, size_t byt
   BackendDevice dev(b);
   StagingRing::Lease lease = take(dev);
   if (!lease) return false;
-  staged_d2h(lease, workers_, dev, dst, src, bytes, s, stores_.d2h);
+  staged_d2h(lease, workers_, dev, dst, src, bytes, s, stores_.d2h(bytes));
   return true;
 }
 

@@ -64,7 +64,7 @@ bool parse_store_policy(const char* text, StorePolicy* out) noexcept {
   } else {
     return false;
   }
-  *out = StorePolicy{m, m};
+  *out = StorePolicy{m, m, m};
   return true;
 }
 

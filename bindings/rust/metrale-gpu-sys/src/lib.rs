@@ -113,7 +113,7 @@ pub const METRALE_MODULE_FILE_MAX_BYTES: usize = 1073741824;
 /// The largest packed argument buffer for a kernel of unknown parameter layout.
 pub const METRALE_PACKED_ARGS_MAX_BYTES: usize = 4096;
 pub const METRALE_QUARANTINE_PATTERN: u8 = 0xD7;
-pub const METRALE_STAGING_DEFAULT_THRESHOLD: u32 = 8 << 20;
+pub const METRALE_STAGING_DEFAULT_THRESHOLD: u32 = 1 << 20;
 pub const METRALE_STAGING_DEFAULT_BUFFER_BYTES: u32 = 4 << 20;
 pub const METRALE_STAGING_DEFAULT_BUFFERS: u32 = 8;
 pub const METRALE_STAGING_DEFAULT_THREADS: u32 = 12;
