@@ -145,6 +145,24 @@ std::string variant_note(const std::string& v) {
   return "";
 }
 
+// A comma list of numbers from the environment variable `var`, or `fallback`
+// when it is unset, empty or not such a list.
+template <class T>
+std::vector<T> sweep_list(const char* var, std::vector<T> fallback) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return fallback;
+  std::vector<T> out;
+  for (const char* p = v; *p != '\0';) {
+    char* end = nullptr;
+    const unsigned long long x = std::strtoull(p, &end, 10);
+    if (end == p || x == 0) return fallback;
+    out.push_back(static_cast<T>(x));
+    p = *end == ',' ? end + 1 : end;
+    if (*end != ',' && *end != '\0') return fallback;
+  }
+  return out;
+}
+
 }  // namespace
 
 void pageable_big_rows(const PageableSetup& s) {
@@ -210,11 +228,26 @@ void staging_sweep_rows(const PageableSetup& s) {
     return;
   }
   const bool gpu = s.api != nullptr;
-  const std::vector<uint32_t> counts = gpu ? std::vector<uint32_t>{4, 8} : std::vector<uint32_t>{2};
-  const std::vector<size_t> buffers =
-      gpu ? std::vector<size_t>{4 * MiB, 8 * MiB, 16 * MiB} : std::vector<size_t>{2 * MiB, 8 * MiB};
-  const std::vector<uint32_t> threads =
-      gpu ? std::vector<uint32_t>{8, 12, 16} : std::vector<uint32_t>{1, 2};
+  // BENCH_SWEEP_COUNTS, BENCH_SWEEP_BUFFERS (bytes), BENCH_SWEEP_THREADS and
+  // BENCH_SWEEP_STORES (comma lists) replace a dimension's values, for a
+  // diagnosis; a full run (bench/run.sh) sets none.
+  const std::vector<uint32_t> counts = sweep_list<uint32_t>(
+      "BENCH_SWEEP_COUNTS", gpu ? std::vector<uint32_t>{4, 8} : std::vector<uint32_t>{2});
+  const std::vector<size_t> buffers = sweep_list<size_t>(
+      "BENCH_SWEEP_BUFFERS",
+      gpu ? std::vector<size_t>{4 * MiB, 8 * MiB, 16 * MiB} : std::vector<size_t>{2 * MiB, 8 * MiB});
+  const std::vector<uint32_t> threads = sweep_list<uint32_t>(
+      "BENCH_SWEEP_THREADS", gpu ? std::vector<uint32_t>{8, 12, 16} : std::vector<uint32_t>{1, 2});
+  std::vector<std::string> store_modes = {"streaming", "cached"};
+  if (const char* v = std::getenv("BENCH_SWEEP_STORES"); v != nullptr && *v != '\0') {
+    store_modes.clear();
+    std::string list = v;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      if (comma > at) store_modes.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
   // Every setting's context exists at once and the rounds interleave them,
   // so that drift on the machine (other tenants, clocks) spreads over all
   // settings instead of favouring the ones measured in a quiet minute.
@@ -223,9 +256,9 @@ void staging_sweep_rows(const PageableSetup& s) {
     std::unique_ptr<LibSide> side;
   };
   std::vector<Setting> settings;
-  for (const char* stores : {"streaming", "cached"}) {
+  for (const std::string& stores : store_modes) {
     // METRALE_STAGING_STORES is read at context create.
-    setenv("METRALE_STAGING_STORES", stores, 1);
+    setenv("METRALE_STAGING_STORES", stores.c_str(), 1);
     for (uint32_t count : counts) {
       for (size_t buf : buffers) {
         for (uint32_t t : threads) {
