@@ -128,6 +128,30 @@ int main(int argc, char** argv) {
                return false;
            return true;
          }, sync_both}};
+    // A diagnosis: the library asks the driver for each kernel's parameter
+    // layout (cuFuncGetParamInfo) when it looks the kernel up. This row
+    // launches a raw function of a second raw module that was asked the same,
+    // so a driver cost left by that query shows here, not in library_params.
+    CUmodule queried_module = nullptr;
+    CUfunction queried_fill = nullptr;
+    if (api.funcGetParamInfo != nullptr &&
+        api.moduleLoad(&queried_module, kernels_path().c_str()) == CUDA_SUCCESS &&
+        api.moduleGetFunction(&queried_fill, queried_module, "fill_u32") == CUDA_SUCCESS) {
+      size_t offset = 0, size = 0;
+      for (size_t i = 0; api.funcGetParamInfo(queried_fill, i, &offset, &size) == CUDA_SUCCESS; ++i) {
+      }
+      fill.push_back({"launch_3params/raw_after_param_info", [&api, queried_fill, rs, &params](size_t m) {
+                        for (size_t i = 0; i < m; ++i)
+                          if (!raw_ok(api, api.launchKernel(queried_fill, 1, 1, 1, 1, 1, 1, 0, rs,
+                                                            params, nullptr),
+                                      "cuLaunchKernel"))
+                            return false;
+                        return true;
+                      }, sync_both});
+    } else {
+      report.skip("launch_3params/raw_after_param_info",
+                  "no cuFuncGetParamInfo in this driver, or the second module did not load");
+    }
     // The same diagnosis with parameters.
     if (metrale_stream_native(ctx, ls, &lib_native) == METRALE_OK && lib_native != nullptr) {
       CUstream lns = static_cast<CUstream>(lib_native);
@@ -143,6 +167,7 @@ int main(int argc, char** argv) {
     add_all(&report, run_interleaved(fill, kRepeats, batch), "launch_3params", batch,
             "enqueue only: fill_u32<<<1,1>>>(p, 7, n=0) (24 bytes of parameters), stream synced "
             "after each batch outside the timed region", {Target::DIFF_NS, 50});
+    if (queried_module != nullptr) api.moduleUnload(queried_module);
     metrale_free(ctx, buf);
   }
 

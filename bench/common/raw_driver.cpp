@@ -74,6 +74,8 @@ bool open_raw_driver(int ordinal, RawDriver* a, CUdevice* dev, std::string* why)
   resolve(lib, "cuModuleUnload", &a->moduleUnload, &missing);
   resolve(lib, "cuModuleGetFunction", &a->moduleGetFunction, &missing);
   resolve(lib, "cuLaunchKernel", &a->launchKernel, &missing);
+  std::string optional;
+  resolve(lib, "cuFuncGetParamInfo", &a->funcGetParamInfo, &optional);
   CUresult rc = a->init != nullptr ? a->init(0) : CUDA_ERROR_NOT_FOUND;
   if (rc != CUDA_SUCCESS) {
     *why = "cuInit failed: " + raw_error(*a, rc);

@@ -58,6 +58,8 @@ struct RawDriver {
   CUresult(CUDAAPI* moduleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult(CUDAAPI* launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   unsigned, unsigned, CUstream, void**, void**);
+  // Optional (NULL on drivers before 12.4): only a diagnosis row uses it.
+  CUresult(CUDAAPI* funcGetParamInfo)(CUfunction, size_t, size_t*, size_t*);
 };
 
 // Loads the table, cuInit(0), retains device `ordinal`'s primary context and
