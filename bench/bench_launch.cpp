@@ -3,6 +3,7 @@
 // cuStreamIsCapturing. Launches and records are timed as enqueue cost: the
 // stream is synchronized after each batch, outside the timed region.
 // Usage: bench_launch [OUT.json]
+#include <functional>
 #include <vector>
 
 #include "bench_json.hpp"
@@ -40,6 +41,20 @@ void add_all(Report* report, const std::vector<CaseResult>& results, const std::
   }
 }
 
+// f<<<1,1>>> launched raw (cuLaunchKernel) on s, n times per batch; params
+// or extra as cuLaunchKernel takes them (both may be NULL). The arrays must
+// outlive the case.
+Case raw_launch(const std::string& id, const RawDriver& api, CUfunction f, CUstream s,
+                void** params, void** extra, std::function<void()> after) {
+  const char* call = extra != nullptr ? "cuLaunchKernel(extra)" : "cuLaunchKernel";
+  return {id, [&api, f, s, params, extra, call](size_t n) {
+            for (size_t i = 0; i < n; ++i)
+              if (!raw_ok(api, api.launchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, extra), call))
+                return false;
+            return true;
+          }, std::move(after)};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,27 +89,15 @@ int main(int argc, char** argv) {
                return false;
            return true;
          }, sync_both},
-        {"launch_empty/raw", [&](size_t m) {
-           for (size_t i = 0; i < m; ++i)
-             if (!raw_ok(api, api.launchKernel(k.raw_empty, 1, 1, 1, 1, 1, 1, 0, rs, nullptr, nullptr),
-                         "cuLaunchKernel"))
-               return false;
-           return true;
-         }, sync_both}};
+        raw_launch("launch_empty/raw", api, k.raw_empty, rs, nullptr, nullptr, sync_both)};
     // A diagnosis, not a goal: the raw launch on the library's own stream
     // (metrale_stream_native). Near launch_empty/library, the gap to
     // launch_empty/raw lies in the driver's stream, not in the library's code.
     void* lib_native = nullptr;
     if (metrale_stream_native(ctx, ls, &lib_native) == METRALE_OK && lib_native != nullptr) {
       CUstream lns = static_cast<CUstream>(lib_native);
-      empty.push_back({"launch_empty/raw_on_library_stream", [&api, &k, lns](size_t m) {
-                         for (size_t i = 0; i < m; ++i)
-                           if (!raw_ok(api, api.launchKernel(k.raw_empty, 1, 1, 1, 1, 1, 1, 0, lns,
-                                                             nullptr, nullptr),
-                                       "cuLaunchKernel"))
-                             return false;
-                         return true;
-                       }, sync_both});
+      empty.push_back(raw_launch("launch_empty/raw_on_library_stream", api, k.raw_empty, lns,
+                                 nullptr, nullptr, sync_both));
     }
     add_all(&report, run_interleaved(empty, kRepeats, batch), "launch_empty", batch,
             "enqueue only: empty_kernel<<<1,1>>> without parameters, stream synced after each "
@@ -114,20 +117,8 @@ int main(int argc, char** argv) {
                return false;
            return true;
          }, sync_both},
-        {"launch_3params/raw_params", [&](size_t m) {
-           for (size_t i = 0; i < m; ++i)
-             if (!raw_ok(api, api.launchKernel(k.raw_fill, 1, 1, 1, 1, 1, 1, 0, rs, params, nullptr),
-                         "cuLaunchKernel"))
-               return false;
-           return true;
-         }, sync_both},
-        {"launch_3params/raw_packed", [&](size_t m) {
-           for (size_t i = 0; i < m; ++i)
-             if (!raw_ok(api, api.launchKernel(k.raw_fill, 1, 1, 1, 1, 1, 1, 0, rs, nullptr, extra),
-                         "cuLaunchKernel(extra)"))
-               return false;
-           return true;
-         }, sync_both}};
+        raw_launch("launch_3params/raw_params", api, k.raw_fill, rs, params, nullptr, sync_both),
+        raw_launch("launch_3params/raw_packed", api, k.raw_fill, rs, nullptr, extra, sync_both)};
     // A diagnosis: the library asks the driver for each kernel's parameter
     // layout (cuFuncGetParamInfo) when it looks the kernel up. This row
     // launches a raw function of a second raw module that was asked the same,
@@ -140,14 +131,8 @@ int main(int argc, char** argv) {
       size_t offset = 0, size = 0;
       for (size_t i = 0; api.funcGetParamInfo(queried_fill, i, &offset, &size) == CUDA_SUCCESS; ++i) {
       }
-      fill.push_back({"launch_3params/raw_after_param_info", [&api, queried_fill, rs, &params](size_t m) {
-                        for (size_t i = 0; i < m; ++i)
-                          if (!raw_ok(api, api.launchKernel(queried_fill, 1, 1, 1, 1, 1, 1, 0, rs,
-                                                            params, nullptr),
-                                      "cuLaunchKernel"))
-                            return false;
-                        return true;
-                      }, sync_both});
+      fill.push_back(raw_launch("launch_3params/raw_after_param_info", api, queried_fill, rs,
+                                params, nullptr, sync_both));
     } else {
       report.skip("launch_3params/raw_after_param_info",
                   "no cuFuncGetParamInfo in this driver, or the second module did not load");
@@ -155,14 +140,8 @@ int main(int argc, char** argv) {
     // The same diagnosis with parameters.
     if (metrale_stream_native(ctx, ls, &lib_native) == METRALE_OK && lib_native != nullptr) {
       CUstream lns = static_cast<CUstream>(lib_native);
-      fill.push_back({"launch_3params/raw_on_library_stream", [&api, &k, lns, &params](size_t m) {
-                        for (size_t i = 0; i < m; ++i)
-                          if (!raw_ok(api, api.launchKernel(k.raw_fill, 1, 1, 1, 1, 1, 1, 0, lns,
-                                                            params, nullptr),
-                                      "cuLaunchKernel"))
-                            return false;
-                        return true;
-                      }, sync_both});
+      fill.push_back(raw_launch("launch_3params/raw_on_library_stream", api, k.raw_fill, lns,
+                                params, nullptr, sync_both));
     }
     add_all(&report, run_interleaved(fill, kRepeats, batch), "launch_3params", batch,
             "enqueue only: fill_u32<<<1,1>>>(p, 7, n=0) (24 bytes of parameters), stream synced "
