@@ -1006,15 +1006,11 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
  * too: a write there is no pad overrun and is not reported, but the block
  * then keeps only its pad as checked). A check runs when
  * METRALE_REDZONE_VERIFY_BATCH blocks (default 256) or
- * METRALE_REDZONE_VERIFY_BYTES block bytes (default 1 GiB) wait; before
+ * METRALE_REDZONE_VERIFY_BYTES block bytes (default 1 GiB) wait, and before
  * metrale_redzone_scan, metrale_pool_trim, the pool's out-of-memory retry
- * and metrale_context_destroy; and where an allocation (not during a
- * capture, no checked pointers) would make the pool take a new chunk while
- * the waiting blocks hold at least the bytes asked: the allocation then
- * waits for the check (and the streams it waits for) and reuses a checked
- * block instead of growing the pool. 0 for either knob: every free is
- * checked at once; a malformed value fails metrale_context_create with
- * INVALID_ARGUMENT. A check first waits for the streams the blocks were
+ * and metrale_context_destroy (0 for either knob: every free is checked at
+ * once; a malformed value fails metrale_context_create with
+ * INVALID_ARGUMENT). A check first waits for the streams the blocks were
  * freed and used on (record_stream), once each, then reads every tail in
  * one device pass; blocks whose stream captures wait for a later check.
  * So an overrun by an allocation freed before any scan is caught (a scan
