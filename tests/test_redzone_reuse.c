@@ -284,43 +284,6 @@ static void waiting_block_is_not_handed_out(void** state) {
   mt_close(ctx);
 }
 
-/* Where the pool would take a new chunk while freed blocks waiting for
- * their check hold at least the bytes asked, it checks them first and
- * reuses one: one chunk, not two. Where they hold less, it grows and they
- * keep waiting (no pass for nothing). */
-static void waiting_blocks_are_checked_before_the_pool_grows(void** state) {
-  (void)state;
-  metrale_context_t* ctx = open_rz("1000");
-  if (ctx == NULL) skip();
-  const size_t big = (size_t)64 << 20;
-  metrale_devptr_t a = 0, b = 0, small = 0, c = 0;
-  MT_OK(metrale_alloc(ctx, big, &a));
-  const metrale_pool_stats_t one = stats(ctx);
-  MT_OK(metrale_free(ctx, a));
-  assert_int_equal(stats(ctx).pads_pending, 1);
-  MT_OK(metrale_alloc(ctx, big, &b));
-  metrale_pool_stats_t now = stats(ctx);
-  assert_int_equal(b, a);
-  assert_int_equal(now.chunk_allocs, one.chunk_allocs);
-  assert_int_equal(now.reserved_bytes, one.reserved_bytes);
-  assert_int_equal(now.pads_pending, 0);
-  assert_int_equal(now.pad_checks, one.pad_checks + 1);
-  /* A small waiting block cannot serve a big request: the pool grows and
-   * the block keeps waiting. */
-  MT_OK(metrale_alloc(ctx, 4096, &small));
-  MT_OK(metrale_free(ctx, small));
-  const metrale_pool_stats_t before = stats(ctx);
-  assert_int_equal(before.pads_pending, 1);
-  MT_OK(metrale_alloc(ctx, big, &c));
-  now = stats(ctx);
-  assert_true(now.chunk_allocs > before.chunk_allocs);
-  assert_int_equal(now.pads_pending, 1);
-  assert_int_equal(now.pad_checks, before.pad_checks);
-  MT_OK(metrale_free(ctx, b));
-  MT_OK(metrale_free(ctx, c));
-  mt_close(ctx);
-}
-
 /* Trim, the out-of-memory retry and destroy check what waits, too. */
 static void trim_oom_and_destroy_drain_the_list(void** state) {
   (void)state;
@@ -401,7 +364,6 @@ int main(void) {
       cmocka_unit_test(size_change_refills_only_outside_the_range),
       cmocka_unit_test(dirty_slack_costs_only_the_record),
       cmocka_unit_test(waiting_block_is_not_handed_out),
-      cmocka_unit_test(waiting_blocks_are_checked_before_the_pool_grows),
       cmocka_unit_test(trim_oom_and_destroy_drain_the_list),
       cmocka_unit_test(check_waits_for_the_freeing_stream),
       cmocka_unit_test(malformed_knob_fails_the_create),

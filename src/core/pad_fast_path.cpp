@@ -48,17 +48,7 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
     wraps = bytes > std::numeric_limits<size_t>::max() - entry.pad;
     if (!wraps) {
       try {
-        // Where the pool would grow while freed blocks at least as large in
-        // all wait for their check, they are checked first (below, out of
-        // the lock) and the pool reuses them: a chunk allocation costs more
-        // than a check pass, and growing instead left training with red
-        // zones at 1.65x torch's peak reserved (bench/results
-        // 2026-12-04-torch-training-nvidia-h200-before.md).
-        const size_t want = bytes + entry.pad;
-        b = device([&] { return pool_->allocate_held(want, st->handle, false, false); });
-        if (b == nullptr && pad_verify_.bytes() < want) {
-          b = device([&] { return pool_->allocate_held(want, st->handle); });
-        }
+        b = device([&] { return pool_->allocate_held(bytes + entry.pad, st->handle); });
       } catch (const Error& e) {
         if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
         // Retried below, out of the lock, after the blocks waiting for their

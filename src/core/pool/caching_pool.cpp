@@ -159,8 +159,7 @@ Block* CachingPool::allocate(size_t bytes, StreamId stream, bool capturing) {
   return allocate_held(bytes, stream, capturing);
 }
 
-Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing,
-                                  bool may_grow) {
+Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing) {
   if (bytes > kMaxRequest) {
     fail(METRALE_ERROR_OUT_OF_MEMORY,
          "pool: a request of " + std::to_string(bytes) + " bytes can never be served");
@@ -203,7 +202,6 @@ Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing,
   } else {
     b = take_from_other_streams(size, small, stream, &owner);
     if (b == nullptr) {
-      if (!may_grow) return nullptr;
       b = fetch_chunk(size, bytes, small, stream);
       owner = &mine;
     }

@@ -67,11 +67,8 @@ class CachingPool {
   // nothing changed.
   Block* allocate(size_t bytes, StreamId stream, bool capturing = false);
   // allocate / free / free_on / record_stream with lock() already held by
-  // the caller. may_grow false: nullptr, with nothing handed out, where the
-  // pool would take a new chunk from the source (the caller has blocks of
-  // its own to give back first: red-zone blocks waiting for their check).
-  Block* allocate_held(size_t bytes, StreamId stream, bool capturing = false,
-                       bool may_grow = true);
+  // the caller.
+  Block* allocate_held(size_t bytes, StreamId stream, bool capturing = false);
   void free_held(Block* b, StreamId stream) { free_locked(b, stream, PatternRange{}); }
   void free_held(Block* b, StreamId stream, PatternRange pattern) {
     free_locked(b, stream, pattern);
