@@ -173,37 +173,37 @@ int main(int argc, char** argv) {
       unsigned char* h;
     };
     if (want("big")) {
-    for (Dir d : {Dir{"copy_h2d_1GiB_pinned", pn}}) {
-      unsigned char* h = d.h;
-      std::string g = d.group;
-      std::vector<Case> cases = {
-          lib(g + "/library", [=] { return metrale_copy_h2d(ctx, h, kBig, da); }, "metrale_copy_h2d"),
-          raw_async(g + "/raw_async_sync", api, rs,
-                    [&api, rs, h, da] { return api.memcpyHtoDAsync(da, h, kBig, rs); },
-                    "cuMemcpyHtoDAsync")};
-      add_rows(&report, run_interleaved(cases, 7, 1, 1), kBig, 1, {g, "raw_async_sync", big, ""});
-    }
-    for (Dir d : {Dir{"copy_d2h_1GiB_pinned", pn}}) {
-      unsigned char* h = d.h;
-      std::string g = d.group;
-      std::vector<Case> cases = {
-          lib(g + "/library", [=] { return metrale_copy_d2h(ctx, da, h, kBig); }, "metrale_copy_d2h"),
-          raw_async(g + "/raw_async_sync", api, rs,
-                    [&api, rs, h, da] { return api.memcpyDtoHAsync(h, da, kBig, rs); },
-                    "cuMemcpyDtoHAsync")};
-      add_rows(&report, run_interleaved(cases, 7, 1, 1), kBig, 1, {g, "raw_async_sync", big, ""});
-    }
-    std::vector<Case> d2d = {
-        lib("copy_d2d_1GiB/library", [=] { return metrale_copy_d2d(ctx, da, db, kBig); }, "metrale_copy_d2d"),
-        raw_async("copy_d2d_1GiB/raw_async_sync", api, rs,
-                  [&api, rs, da, db] { return api.memcpyDtoDAsync(db, da, kBig, rs); },
-                  "cuMemcpyDtoDAsync")};
-    add_rows(&report, run_interleaved(d2d, 15, 3), kBig, 3, {"copy_d2d_1GiB", "raw_async_sync", big, ""});
-    std::vector<Case> ms = {
-        lib("memset_1GiB/library", [=] { return metrale_memset(ctx, da, 0x5a, kBig); }, "metrale_memset"),
-        raw_async("memset_1GiB/raw_async_sync", api, rs,
-                  [&api, rs, da] { return api.memsetD8Async(da, 0x5a, kBig, rs); }, "cuMemsetD8Async")};
-    add_rows(&report, run_interleaved(ms, 15, 3), kBig, 3, {"memset_1GiB", "raw_async_sync", big, ""});
+      for (Dir d : {Dir{"copy_h2d_1GiB_pinned", pn}}) {
+        unsigned char* h = d.h;
+        std::string g = d.group;
+        std::vector<Case> cases = {
+            lib(g + "/library", [=] { return metrale_copy_h2d(ctx, h, kBig, da); }, "metrale_copy_h2d"),
+            raw_async(g + "/raw_async_sync", api, rs,
+                      [&api, rs, h, da] { return api.memcpyHtoDAsync(da, h, kBig, rs); },
+                      "cuMemcpyHtoDAsync")};
+        add_rows(&report, run_interleaved(cases, 7, 1, 1), kBig, 1, {g, "raw_async_sync", big, ""});
+      }
+      for (Dir d : {Dir{"copy_d2h_1GiB_pinned", pn}}) {
+        unsigned char* h = d.h;
+        std::string g = d.group;
+        std::vector<Case> cases = {
+            lib(g + "/library", [=] { return metrale_copy_d2h(ctx, da, h, kBig); }, "metrale_copy_d2h"),
+            raw_async(g + "/raw_async_sync", api, rs,
+                      [&api, rs, h, da] { return api.memcpyDtoHAsync(h, da, kBig, rs); },
+                      "cuMemcpyDtoHAsync")};
+        add_rows(&report, run_interleaved(cases, 7, 1, 1), kBig, 1, {g, "raw_async_sync", big, ""});
+      }
+      std::vector<Case> d2d = {
+          lib("copy_d2d_1GiB/library", [=] { return metrale_copy_d2d(ctx, da, db, kBig); }, "metrale_copy_d2d"),
+          raw_async("copy_d2d_1GiB/raw_async_sync", api, rs,
+                    [&api, rs, da, db] { return api.memcpyDtoDAsync(db, da, kBig, rs); },
+                    "cuMemcpyDtoDAsync")};
+      add_rows(&report, run_interleaved(d2d, 15, 3), kBig, 3, {"copy_d2d_1GiB", "raw_async_sync", big, ""});
+      std::vector<Case> ms = {
+          lib("memset_1GiB/library", [=] { return metrale_memset(ctx, da, 0x5a, kBig); }, "metrale_memset"),
+          raw_async("memset_1GiB/raw_async_sync", api, rs,
+                    [&api, rs, da] { return api.memsetD8Async(da, 0x5a, kBig, rs); }, "cuMemsetD8Async")};
+      add_rows(&report, run_interleaved(ms, 15, 3), kBig, 3, {"memset_1GiB", "raw_async_sync", big, ""});
     }
     // Pageable copies: the library (pinned staging on and off) against the
     // raw driver from the same pageable buffer and from the pinned one.
