@@ -327,6 +327,14 @@ static size_t rss_bytes(void) {
   return got == 2 ? (size_t)resident * (size_t)sysconf(_SC_PAGESIZE) : 0;
 }
 
+/* Under valgrind the process's RSS is mostly valgrind's own (translated
+ * code, shadow memory), growing as more code runs: it says nothing about the
+ * library. valgrind preloads its vgpreload libraries into every client. */
+static int under_valgrind(void) {
+  const char* p = getenv("LD_PRELOAD");
+  return p != NULL && strstr(p, "vgpreload") != NULL;
+}
+
 static void launch_empty(metrale_context_t* ctx, metrale_kernel_t* k, long n) {
   metrale_dim3_t one = {1, 1, 1};
   for (long i = 0; i < n; ++i) {
@@ -356,11 +364,12 @@ static void timing_200k_launches_stays_bounded_and_exact(void** state) {
   launch_empty(ctx, k, 200000);
   MT_OK(metrale_stream_synchronize(ctx, NULL));
   const size_t after = rss_bytes();
-  /* ASan holds freed memory back (its quarantine): RSS says nothing there. */
+  /* ASan holds freed memory back (its quarantine): RSS says nothing there,
+   * nor under valgrind (a CI run measured 16.2 MiB of growth there). */
 #if defined(__SANITIZE_ADDRESS__)
   const int rss_means_something = 0;
 #else
-  const int rss_means_something = 1;
+  const int rss_means_something = !under_valgrind();
 #endif
   if (before != 0 && rss_means_something) {
     /* Unbounded: 200k spans and 400k events, tens of MiB. */
