@@ -15,6 +15,7 @@
 
 #include "backend/error.hpp"
 #include "core/pool/caching_pool.hpp"
+#include "core/pool/reuse_bins.hpp"
 #include "core/pool/size_class.hpp"
 #include "core_check.hpp"
 #include "fake_chunk_source.hpp"
@@ -506,6 +507,55 @@ void threads() {
   CHECK_EQ(src.bad_frees, 0u);
 }
 
+// The bins alone: drain and largest() read a bitmap of the small bins in
+// use, so every put, take and drain must keep it right, across its words
+// (bins 0, 63, 64 and 2047 sit at word edges) and next to the large bins.
+void reuse_bins_bitmap() {
+  const size_t sizes[] = {512, 64 * 512, 65 * 512, 128 * 512, MiB, 2 * MiB};
+  std::vector<Block> blocks(2 * std::size(sizes));
+  ReuseBins bins;
+  CHECK(bins.empty());
+  CHECK_EQ(bins.largest(), 0u);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    blocks[i].size = sizes[i % std::size(sizes)];
+    CHECK(bins.put(&blocks[i]));
+  }
+  CHECK_EQ(bins.largest(), 2 * MiB);
+  // Emptying a bin, large or small, takes it out of largest().
+  CHECK(bins.take(2 * MiB) != nullptr);
+  CHECK(bins.take(2 * MiB) != nullptr);
+  CHECK(bins.take(2 * MiB) == nullptr);
+  CHECK_EQ(bins.largest(), MiB);
+  CHECK(bins.take(MiB) != nullptr);
+  CHECK_EQ(bins.largest(), MiB);  // its second block is still there
+  CHECK(bins.take(MiB) != nullptr);
+  CHECK_EQ(bins.largest(), 128 * 512u);
+  CHECK(bins.take(128 * 512) != nullptr);
+  CHECK(bins.take(128 * 512) != nullptr);
+  CHECK_EQ(bins.largest(), 65 * 512u);
+  // Refilled after emptying: seen again.
+  blocks[4].bin_next = nullptr;
+  CHECK(bins.put(&blocks[4]));  // blocks[4] is 1 MiB
+  CHECK_EQ(bins.largest(), MiB);
+  // A drain hands every binned block once, and leaves nothing behind.
+  std::map<const Block*, int> seen;
+  bins.drain([&](Block* b) { ++seen[b]; });
+  CHECK_EQ(seen.size(), 7u);  // 512, 32 KiB and 32.5 KiB twice each, one 1 MiB
+  for (const auto& kv : seen) CHECK_EQ(kv.second, 1);
+  CHECK(seen.count(&blocks[4]) == 1);
+  CHECK(bins.empty());
+  CHECK_EQ(bins.largest(), 0u);
+  for (size_t s : sizes) CHECK(bins.take(s) == nullptr);
+  // And the bitmap starts again from nothing.
+  blocks[1].bin_next = nullptr;
+  CHECK(bins.put(&blocks[1]));
+  CHECK_EQ(bins.largest(), 64 * 512u);
+  seen.clear();
+  bins.drain([&](Block* b) { ++seen[b]; });
+  CHECK_EQ(seen.size(), 1u);
+  CHECK(seen.count(&blocks[1]) == 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -518,6 +568,7 @@ int main(int argc, char** argv) {
       {"split_and_coalesce", split_and_coalesce},
       {"merge_across_owners", merge_across_owners},
       {"large_miss_merges_bins_first", large_miss_merges_bins_first},
+      {"reuse_bins_bitmap", reuse_bins_bitmap},
       {"trim", trim},
       {"oom_retry", oom_retry},
       {"random_model", random_model},
