@@ -1,11 +1,12 @@
-// The common pooled case of metrale_alloc and metrale_free: pool on, no red
-// zone, no checked pointers, no capture open, no event log. The block and
-// its ledger entry move under one lock (the ledger's, which the pool
-// shares), with no copy of the entry, no second lookup and nothing that can
-// fail once the block is taken. Everything else goes through memory.cpp
-// (alloc_unlogged, free_impl), which also handles every error: the fast
-// free only acts on a pointer it finds live and padless, and otherwise
-// leaves the whole call to free_impl, as if it had not looked.
+// The common pooled case of metrale_alloc, metrale_free and
+// metrale_free_async on the block's own stream: pool on, no red zone, no
+// checked pointers, no capture open, no event log. The block and its ledger
+// entry move under one lock (the ledger's, which the pool shares), with no
+// copy of the entry, no second lookup and nothing that can fail once the
+// block is taken. Everything else goes through memory.cpp (alloc_unlogged,
+// free_impl), which also handles every error: the fast free only acts on a
+// pointer it finds live and padless, and otherwise leaves the whole call to
+// free_impl, as if it had not looked.
 #include "core/context.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
@@ -61,8 +62,10 @@ metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_allo
   return ptr;
 }
 
-// Inline into free() below (its only caller): no second call per free.
-[[gnu::always_inline]] inline bool metrale_context::free_pooled(DevPtr ptr) {
+// Inline into free() and free_on() below (its only callers): no second
+// call per free. on != 0: only a block whose stream is `on` (a free on its
+// own stream, the same as a plain free; torch's frees are all of this kind).
+[[gnu::always_inline]] inline bool metrale_context::free_pooled(DevPtr ptr, StreamHandle on) {
   // The conditions of free_impl's own pooled branch, and no event log (its
   // line needs a ticket taken before the memory can move: free_impl's job).
   if (ptr == 0 || !fast_free_ || !pooled_fast() || event_log_.on()) return false;
@@ -70,7 +73,8 @@ metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_allo
   metrale::core::LedgerEntry* e = ledger_.find_locked(ptr);
   // Not live (free_impl says why), a driver allocation, a pad, or a block
   // marked with record_stream: free_impl, with nothing changed here.
-  if (e == nullptr || e->block == nullptr || e->pad != 0 || !e->block->uses.empty()) {
+  if (e == nullptr || e->block == nullptr || e->pad != 0 || !e->block->uses.empty() ||
+      (on != 0 && e->block->stream != on)) {
     return false;
   }
   metrale::core::pool::Block* b = e->block;
@@ -84,5 +88,11 @@ metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_allo
 }
 
 void metrale_context::free(DevPtr ptr, const char* file, int line) {
-  if (!free_pooled(ptr)) free_impl(ptr, nullptr, file, line);
+  if (!free_pooled(ptr, 0)) free_impl(ptr, nullptr, file, line);
+}
+
+void metrale_context::free_on(DevPtr ptr, metrale_stream* s) {
+  metrale::core::StreamObj* st = stream_of(s);  // a bad stream frees nothing
+  if (pool_ && free_pooled(ptr, st->handle)) return;
+  free_impl(ptr, pool_ ? st : nullptr, nullptr, 0);
 }

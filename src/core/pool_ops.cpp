@@ -1,5 +1,5 @@
-// The caching pool's calls on a context: frees on a stream, record_stream,
-// stats and trim. Allocation and the plain free live in memory.cpp.
+// The caching pool's calls on a context: record_stream, stats and trim.
+// Allocation and the frees live in memory.cpp and pool_fast_path.cpp.
 #include <cstring>
 
 #include "core/context.hpp"
@@ -7,11 +7,6 @@
 
 using metrale::fail;
 using metrale::core::hex;
-
-void metrale_context::free_on(DevPtr ptr, metrale_stream* s) {
-  metrale::core::StreamObj* st = stream_of(s);  // a bad stream frees nothing
-  free_impl(ptr, pool_ ? st : nullptr, nullptr, 0);
-}
 
 void metrale_context::record_stream(DevPtr ptr, metrale_stream* s) {
   fault_.check();
