@@ -9,6 +9,17 @@ only before its first CUDA allocation):
   library_pool         libmetrale_gpu_pluggable, caching pool on, red zones off
   library_pool_rz64    the same with 64-byte red zones; the scan after training
                        must find no violation
+  pluggable_floor      a reference, not ours: an exact-size cache over
+                       cuMemAlloc behind the same CUDAPluggableAllocator
+                       interface (bench/torch_alloc_probe.cpp). What torch's
+                       pluggable path costs with an allocator that does almost
+                       nothing: the library's step time reads against it too
+  library_pool_timed   library_pool behind a wrapper that times every alloc
+                       and free call: the allocator's own CPU time per step,
+                       against the floor's (the wrapper adds two clock reads
+                       per call, so its step time is not the figure)
+The two probe configs need build/bench/libmetrale_torch_probe.so; without it
+they are skipped and the report says so.
 Every config runs the same seeded steps, with the same module tagging hooks
 (metrale.tag_modules: tags are pushed in all configs, so the step-time ratio
 measures the allocator, not the hooks). Rounds alternate the configs
@@ -47,8 +58,57 @@ CONFIGS = {
     "torch_caching": {},
     "library_pool": {"redzone_bytes": 0},
     "library_pool_rz64": {"redzone_bytes": 64},
+    "pluggable_floor": {},
+    "library_pool_timed": {"redzone_bytes": 0},
 }
 ANCHOR = "torch_caching"
+# Configs through libmetrale_torch_probe.so, and which of its pairs they use.
+PROBED = {"pluggable_floor": "floor", "library_pool_timed": "timed"}
+OURS = ("library_pool", "library_pool_rz64", "library_pool_timed")
+
+
+def probe_path():
+    return os.path.join(os.environ.get("METRALE_BUILD_DIR", os.path.join(ROOT, "build")),
+                        "bench", "libmetrale_torch_probe.so")
+
+
+def install_probe(config):
+    """Installs the probe's pair `PROBED[config]` as torch's allocator;
+    for the timed pair, in front of the library's, configured as
+    install_torch_allocator does. Returns (probe CDLL, TorchAllocator or None)."""
+    import ctypes
+
+    import torch
+    from metrale import _lib, pluggable
+    from metrale.torch_support import TorchAllocator
+
+    probe = ctypes.CDLL(probe_path())
+    probe.probe_read.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
+    ours = None
+    if PROBED[config] == "timed":
+        pluggable.prepare(False, pool=1, backend="cuda", **CONFIGS[config])
+        lib = _lib.pluggable()
+        addr = [ctypes.cast(getattr(lib, n), ctypes.c_void_p)
+                for n in ("metrale_pluggable_alloc", "metrale_pluggable_free")]
+        probe.probe_set_target.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        if probe.probe_set_target(addr[0], addr[1]) != 0:
+            raise RuntimeError("probe_set_target refused the library's entry points")
+    pair = PROBED[config]
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(probe_path(), f"probe_{pair}_alloc",
+                                                     f"probe_{pair}_free")
+    torch.cuda.memory.change_current_allocator(alloc)
+    if PROBED[config] == "timed":
+        ours = TorchAllocator(_lib.pluggable_path(), alloc)
+    return probe, ours
+
+
+def probe_now(probe):
+    """(nanoseconds in alloc and free, alloc calls) so far."""
+    import ctypes
+
+    v = (ctypes.c_uint64 * 4)()
+    probe.probe_read(v)
+    return v[0] + v[2], v[1]
 
 
 def child(config, steps, warmup, out_path):
@@ -56,9 +116,11 @@ def child(config, steps, warmup, out_path):
     import metrale
     import torch
 
-    ours = config != ANCHOR
-    alloc = None
-    if ours:
+    ours = config in OURS
+    alloc = probe = None
+    if config in PROBED:
+        probe, alloc = install_probe(config)
+    elif ours:
         alloc = metrale.install_torch_allocator(pool=1, **CONFIGS[config])
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1)
@@ -84,12 +146,14 @@ def child(config, steps, warmup, out_path):
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     loss_fn = torch.nn.CrossEntropyLoss()
     batches, lengths = [8, 16, 24, 32], [64, 96, 128, 192, 256]
-    losses, times = [], []
+    losses, times, alloc_us, calls = [], [], [], []
     import time
 
     for step in range(warmup + steps):
         b = batches[int(torch.randint(len(batches), (1,), generator=gen))]
         n = lengths[int(torch.randint(len(lengths), (1,), generator=gen))]
+        if probe is not None:
+            ns0, n0 = probe_now(probe)
         t0 = time.perf_counter()
         with metrale.tag("data"):
             # The target is the next token, (t + 1) mod vocab: learnable.
@@ -107,10 +171,17 @@ def child(config, steps, warmup, out_path):
         if step >= warmup:
             times.append((t1 - t0) * 1e3)
             losses.append(value)
+            if probe is not None:
+                ns1, n1 = probe_now(probe)
+                alloc_us.append((ns1 - ns0) / 1e3)
+                calls.append(n1 - n0)
     torch.cuda.synchronize()
     result = {"config": config, "steps": steps, "warmup": warmup, "step_ms": times,
               "loss_first": statistics.fmean(losses[:10]), "loss_last": statistics.fmean(losses[-10:]),
               "torch_version": torch.__version__, "device": torch.cuda.get_device_name(0)}
+    if probe is not None:
+        result["alloc_free_us"] = alloc_us
+        result["allocs_per_step"] = calls
     if ours:
         ctx = alloc.context(0)
         stats = ctx.pool_stats()
@@ -122,9 +193,12 @@ def child(config, steps, warmup, out_path):
         result["report_by_tag"] = ctx.report_by_tag(top_n=20)
         result["report_by_site"] = ctx.report(top_n=5)
         result["violations"] = alloc.scan()
-    else:
+    elif config == ANCHOR:
         result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
         result["peak_in_use_bytes"] = torch.cuda.max_memory_allocated()
+    else:  # the floor: no figures of its own beyond step time and call costs
+        result["peak_reserved_bytes"] = 0
+        result["peak_in_use_bytes"] = 0
     with open(out_path, "w") as f:
         json.dump(result, f)
 
@@ -142,10 +216,10 @@ def mib(n):
 
 
 def run_rounds(args, work):
-    runs = {c: [] for c in CONFIGS}
+    runs = {c: [] for c in args.configs}
     errors = []
     for r in range(args.rounds):
-        for config in CONFIGS:
+        for config in args.configs:
             out = os.path.join(work, f"{config}-{r}.json")
             cmd = [sys.executable, os.path.abspath(__file__), "--child", config, "--steps",
                    str(args.steps), "--warmup", str(args.warmup), "--json", out]
@@ -179,11 +253,16 @@ def summarize(runs, errors):
                         "peak_reserved_bytes": max(x["peak_reserved_bytes"] for x in rs),
                         "peak_in_use_bytes": max(x["peak_in_use_bytes"] for x in rs),
                         "example": best}
+        if "alloc_free_us" in rs[0]:
+            rows[config]["alloc_free_us"] = statistics.median(
+                [statistics.median(x["alloc_free_us"]) for x in rs])
+            rows[config]["allocs_per_step"] = statistics.median(
+                [statistics.median(x["allocs_per_step"]) for x in rs])
         for x in rs:
             if not (x["loss_last"] == x["loss_last"]) or x["loss_last"] >= x["loss_first"]:
                 checks.append(f"{config}: loss did not fall ({x['loss_first']:.3f} -> "
                               f"{x['loss_last']:.3f})")
-            if config != ANCHOR:
+            if config in OURS:
                 if x["pool"]["blocks_in_use"] == 0 or x["live_count"] == 0:
                     checks.append(f"{config}: nothing on the ledger: PyTorch did not allocate "
                                   "through libmetrale_gpu")
@@ -208,7 +287,7 @@ def write(rows, checks, args):
     anchor = rows.get(ANCHOR)
     results = []
     for config, r in rows.items():
-        side = "anchor" if config == ANCHOR else "library"
+        side = "library" if config in OURS else ("reference" if config in PROBED else "anchor")
         step = {"id": f"training/torch/step_time/{config}", "group": "training_torch",
                 "variant": config, "side": side, "unit": "ms/step", "median": r["median_ms"],
                 "p10": r["p10_ms"], "p90": r["p90_ms"], "repeats": len(r["round_medians_ms"]),
@@ -220,8 +299,11 @@ def write(rows, checks, args):
                "median": r["peak_reserved_bytes"], "peak_in_use_bytes": r["peak_in_use_bytes"],
                "program": "torch_training"}
         step["round_medians"] = r["round_medians_ms"]
-        if config != ANCHOR:
+        if config in OURS:
             step["pool"] = r["example"].get("pool")
+        if "alloc_free_us" in r:
+            step["alloc_free_us_per_step"] = r["alloc_free_us"]
+            step["allocs_per_step"] = r["allocs_per_step"]
         if r.get("paired_ratio") is not None:
             step["paired_ratio_median"] = r["paired_ratio"]
         if anchor and config != ANCHOR:
@@ -229,14 +311,16 @@ def write(rows, checks, args):
             step["ratio"] = r["median_ms"] / anchor["median_ms"]
             mem["raw_ref"] = f"training/torch/peak_reserved/{ANCHOR}"
             mem["ratio"] = r["peak_reserved_bytes"] / max(1, anchor["peak_reserved_bytes"])
+            if "pluggable_floor" in rows and config in OURS:
+                step["floor_ratio"] = r["median_ms"] / rows["pluggable_floor"]["median_ms"]
             if config == "library_pool":
                 step["target"] = {"kind": "ratio", "max": 1.02}
                 step["target_met"] = step["ratio"] <= 1.02
-        if config != ANCHOR:
+        if config in OURS:
             ex = r["example"]
             step["violations"] = len(ex["violations"])
             step["report_by_tag"] = ex["report_by_tag"]
-        results += [step, mem]
+        results += [step] if config == "pluggable_floor" else [step, mem]
     example = next(iter(rows.values()))["example"] if rows else {}
     date = datetime.datetime.now(datetime.timezone.utc)
     meta = {"date": date.isoformat(timespec="seconds"), "hostname": socket.gethostname(),
@@ -246,7 +330,7 @@ def write(rows, checks, args):
             "git_commit": os.environ.get("BENCH_GIT_COMMIT") or subprocess.run(
                 ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                 capture_output=True, text=True).stdout.strip(),
-            "checks_failed": checks}
+            "checks_failed": checks, "skipped_configs": args.skipped}
     # A folder that is not there yet is made: a run of several minutes must
     # not end in a FileNotFoundError with its figures lost.
     os.makedirs(args.out, exist_ok=True)
@@ -260,9 +344,13 @@ def write(rows, checks, args):
           f"step; {args.steps} steps after {args.warmup} warm-up, {args.rounds} rounds per "
           f"config (ABC order), each config in its own process; module-tag hooks in all configs",
           "- vs torch: ratio of the medians; paired: median over steps of this step's time over "
-          "torch's time for the same step (same round, same shapes)",
-          "", "| row | median | p10–p90 | vs torch | paired | peak reserved | vs torch | goal | met |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "torch's time for the same step (same round, same shapes); vs floor: ratio of the "
+          "medians to pluggable_floor (the same CUDAPluggableAllocator path with an exact-size "
+          "cache behind it)",
+          *([f"- skipped: {s}" for s in args.skipped]),
+          "", "| row | median | p10–p90 | vs torch | paired | vs floor | peak reserved | vs torch | goal | met |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    floor = rows.get("pluggable_floor")
     for config, r in rows.items():
         ratio = f"{r['median_ms'] / anchor['median_ms']:.3f}×" if anchor and config != ANCHOR else ""
         mratio = (f"{r['peak_reserved_bytes'] / max(1, anchor['peak_reserved_bytes']):.3f}×"
@@ -271,10 +359,29 @@ def write(rows, checks, args):
         met = ""
         if config == "library_pool" and anchor:
             met = "met" if r["median_ms"] / anchor["median_ms"] <= 1.02 else "**missed**"
+        vs_floor = (f"{r['median_ms'] / floor['median_ms']:.3f}×"
+                    if floor and config in OURS else "")
+        reserved = mib(r["peak_reserved_bytes"]) if config != "pluggable_floor" else "—"
+        if config == "pluggable_floor":
+            mratio, goal = "", "reference"
         md.append(f"| training/torch/{config} | {r['median_ms']:.2f} ms | {r['p10_ms']:.2f}–"
                   f"{r['p90_ms']:.2f} ms | {ratio} | "
-                  f"{'' if r.get('paired_ratio') is None else format(r['paired_ratio'], '.3f') + '×'} | {mib(r['peak_reserved_bytes'])} | {mratio} "
+                  f"{'' if r.get('paired_ratio') is None else format(r['paired_ratio'], '.3f') + '×'} | {vs_floor} | {reserved} | {mratio} "
                   f"| {goal} | {met} |")
+    timed = [(c, r) for c, r in rows.items() if "alloc_free_us" in r]
+    if timed:
+        md += ["", "## The allocator's own CPU time per step", "",
+               "Time inside the alloc and free calls torch makes during one step (median over "
+               "steps, median over rounds), measured by the probe around each call. The "
+               "allocator is called from torch's Python thread and its autograd thread, with "
+               "the CPU caches full of whatever torch ran last.", "",
+               "| config | alloc+free per step | allocs per step | per alloc+free pair | share of the step |",
+               "| --- | --- | --- | --- | --- |"]
+        for c, r in timed:
+            n = max(1.0, r["allocs_per_step"])
+            md.append(f"| {c} | {r['alloc_free_us']:.0f} µs | {r['allocs_per_step']:.0f} | "
+                      f"{r['alloc_free_us'] * 1e3 / n:.0f} ns | "
+                      f"{r['alloc_free_us'] / 1e3 / r['median_ms'] * 100:.1f} % |")
     for config in ("library_pool_rz64", "library_pool"):
         if config in rows:
             ex = rows[config]["example"]
@@ -300,13 +407,25 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help="comma-separated configs to run (default: all; the anchor always runs)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per child")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--child", choices=list(CONFIGS), help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("METRALE_BUILD_DIR", os.path.join(ROOT, "build"))
+    wanted = [c for c in args.configs.split(",") if c]
+    unknown = [c for c in wanted if c not in CONFIGS]
+    if unknown:
+        ap.error(f"unknown config(s) {', '.join(unknown)}; known: {', '.join(CONFIGS)}")
+    args.configs = [ANCHOR] + [c for c in CONFIGS if c in wanted and c != ANCHOR]
+    args.skipped = []
+    if not args.child and not os.path.exists(probe_path()):
+        args.skipped = [f"{c}: {probe_path()} is not there (build bench/)"
+                        for c in args.configs if c in PROBED]
+        args.configs = [c for c in args.configs if c not in PROBED]
     if args.child:
         child(args.child, args.steps, args.warmup, args.json)
         return 0
