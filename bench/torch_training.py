@@ -44,6 +44,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -334,7 +335,9 @@ def write(rows, checks, args):
     # A folder that is not there yet is made: a run of several minutes must
     # not end in a FileNotFoundError with its figures lost.
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"{date:%Y-%m-%d}-torch-training-{socket.gethostname()}")
+    # Named after the GPU, as bench/run.sh names its files ("nvidia-h200").
+    slug = re.sub(r"[^a-z0-9]+", "-", (meta["device_name"] or socket.gethostname()).lower())
+    stem = os.path.join(args.out, f"{date:%Y-%m-%d}-torch-training-{slug.strip('-')}")
     with open(stem + ".json", "w") as f:
         json.dump({"schema": "metrale-bench/1", "meta": meta, "results": results,
                    "skipped": []}, f, indent=1)
