@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
   pb.raw = make_pool_context(pb, 0, 0, &why);
   if (pb.raw == nullptr) report.skip("*/library_raw", why);
 
-  // BENCH_POOL_PARTS (comma list of alloc_free, threads, trace; default all)
+  // BENCH_POOL_PARTS (comma list of alloc_free, threads, trace, cold; default all)
   // runs a part alone, for a diagnosis; a full run (bench/run.sh) sets none.
   const char* parts = std::getenv("BENCH_POOL_PARTS");
   auto want = [parts](const char* part) {
@@ -313,6 +313,7 @@ int main(int argc, char** argv) {
   }
   if (want("threads")) run_pool_threads(pb);
   if (want("trace")) run_pool_trace(pb);
+  if (want("cold")) run_pool_cold(pb);
   if (parts != nullptr && *parts != '\0') report.meta("parts", parts);
 
   metrale_context_destroy(pb.pool);

@@ -46,4 +46,8 @@ void run_pool_threads(PoolBench& pb);
 // trace_peak_reserved/<trace>/... .
 void run_pool_trace(PoolBench& pb);
 
+// trace_call/<trace>/{library_pool, floor}/{warm, cold}: the trace's calls
+// one by one on one stream, cold ones after an eviction buffer is written.
+void run_pool_cold(PoolBench& pb);
+
 }  // namespace bench
