@@ -38,7 +38,7 @@ class ReuseBins {
     b->bin_next = nullptr;
     --bin->count;
     --blocks_;
-    if (bin->head == nullptr) mark(bin, false);
+    if (bin->head == nullptr) mark(size, false);
     return b;
   }
   // Bins b (state BINNED); false when its bin holds cap blocks or there is no bin
@@ -50,7 +50,7 @@ class ReuseBins {
     bin->head = b;
     ++bin->count;
     ++blocks_;
-    mark(bin, true);
+    mark(b->size, true);
     b->state = BlockState::BINNED;
     return true;
   }
@@ -109,10 +109,11 @@ class ReuseBins {
   static constexpr size_t kLargeBins = 8;
   static constexpr size_t kWords = (kSmallBins + 63) / 64;
 
-  // Keeps used_ in step with a small bin's emptiness (large bins: nothing).
-  void mark(const Bin* bin, bool used) {
-    if (bin < small_.data() || bin >= small_.data() + kSmallBins) return;
-    const size_t i = static_cast<size_t>(bin - small_.data());
+  // Keeps used_ in step with the emptiness of the small bin of `size`
+  // (a large size has no bit: its bins are few and read directly).
+  void mark(size_t size, bool used) {
+    if (size > kSmallLimit) return;
+    const size_t i = size / kGranularity - 1;  // find()'s index
     const uint64_t bit = uint64_t{1} << (i % 64);
     if (used) {
       used_[i / 64] |= bit;
