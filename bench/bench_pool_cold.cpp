@@ -14,61 +14,22 @@
 // Rows trace_call/<trace>/<variant>/<cold|warm>, ns per alloc+free pair
 // (time inside the calls / allocations), median over replays:
 //   library_pool  metrale_alloc_async + metrale_free_async on one stream
-//   floor         an exact-size cache in this program (one mutex, two hash
-//                 maps over malloc'd addresses it never touches): the least
-//                 an allocator pays, and the ref of library_pool's rows
+//   floor         common/floor_cache.hpp over malloc'd addresses it never
+//                 touches: the least an allocator pays, and the ref of
+//                 library_pool's rows
 #include <cstdint>
 #include <cstdlib>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "alloc_trace.hpp"
+#include "floor_cache.hpp"
 #include "bench_pool.hpp"
 #include "bench_stats.hpp"
 
 namespace bench {
 
 namespace {
-
-// The floor: what bench/torch_alloc_probe.cpp's probe_floor_* do, without
-// a driver (its blocks are address space only).
-class FloorCache {
- public:
-  ~FloorCache() {
-    for (auto& kv : cached_)
-      for (void* p : kv.second) std::free(p);
-    for (auto& kv : live_) std::free(kv.first);
-  }
-  void* alloc(size_t bytes) {
-    const size_t rounded = (bytes + 511) & ~size_t{511};
-    std::lock_guard<std::mutex> lock(mu_);
-    void* p = nullptr;
-    auto it = cached_.find(rounded);
-    if (it != cached_.end() && !it->second.empty()) {
-      p = it->second.back();
-      it->second.pop_back();
-    } else {
-      p = std::malloc(rounded);
-      if (p == nullptr) return nullptr;
-    }
-    live_[p] = rounded;
-    return p;
-  }
-  void free(void* p) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = live_.find(p);
-    if (it == live_.end()) return;
-    cached_[it->second].push_back(p);
-    live_.erase(it);
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_map<size_t, std::vector<void*>> cached_;
-  std::unordered_map<void*, size_t> live_;
-};
 
 // Writes one byte per cache line of buf: what was in L1 and L2 is gone.
 void evict(std::vector<uint8_t>& buf) {
@@ -136,17 +97,15 @@ void run_pool_cold(PoolBench& pb) {
   for (const char* mode : {"warm", "cold"}) {
     const bool cold = std::string(mode) == "cold";
     {
-      FloorCache floor;
+      // Address space only: the floor never touches its blocks.
+      FloorCache floor([](size_t bytes) { return std::malloc(bytes); });
       std::vector<void*> ptr(t.allocations, nullptr);
       Calls c;
       const bool ok = replay(
           t, cold, buf, repeats,
           [&](uint32_t id, uint64_t bytes) { return (ptr[id] = floor.alloc(bytes)) != nullptr; },
-          [&](uint32_t id) {
-            floor.free(ptr[id]);
-            return true;
-          },
-          &c);
+          [&](uint32_t id) { return floor.free(ptr[id]); }, &c);
+      floor.for_each_block([](void* p) { std::free(p); });
       if (ok) {
         add_row(pb, t, "floor", mode, c, evict_bytes);
       } else {

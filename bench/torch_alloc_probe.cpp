@@ -2,8 +2,8 @@
 // bench/torch_training.py, which loads this module with ctypes and torch.
 //
 //   probe_floor_alloc / probe_floor_free   the floor of torch's pluggable
-//     interface: an exact-size cache (one lock, two hash maps) over
-//     cuMemAlloc, with no ledger, no tags and no streams. A training step on
+//     interface: common/floor_cache.hpp (bench_pool's cold part uses it
+//     too) over cuMemAlloc, with no ledger, no tags and no streams. A training step on
 //     it costs what torch's pluggable path costs with an allocator that does
 //     almost nothing, so the library's figure reads against it.
 //   probe_timed_alloc / probe_timed_free   forward to the pair given to
@@ -20,9 +20,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <mutex>
-#include <unordered_map>
-#include <vector>
+
+#include "floor_cache.hpp"
 
 #define PROBE_API extern "C" __attribute__((visibility("default")))
 
@@ -66,19 +65,34 @@ struct Driver {
   }
 };
 
+// The device of the probe_floor_alloc call in progress on this thread.
+thread_local int t_device = 0;
+
 Driver& driver() {
   static Driver* d = new Driver;  // never destroyed: torch frees at exit
   return *d;
 }
 
-struct Floor {
-  std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> cached;  // rounded size -> blocks
-  std::unordered_map<void*, size_t> live;                 // block -> rounded size
-};
-
-Floor& floor_state() {
-  static Floor* f = new Floor;
+// The floor over cuMemAlloc on the calling thread's device. Never
+// destroyed, and its blocks are never freed: torch frees at exit, and the
+// process ends with the training.
+auto& floor_cache() {
+  static auto* f = new bench::FloorCache([](size_t bytes) -> void* {
+    Driver& d = driver();
+    unsigned long long dp = 0;
+    int rc = -1;
+    if (!d.ok) {
+      std::fprintf(stderr, "torch_alloc_probe: libcuda.so.1 (or cuMemAlloc_v2, cuCtxGetCurrent, "
+                           "cuCtxSetCurrent, cuDevicePrimaryCtxRetain in it) is not there\n");
+      return nullptr;
+    }
+    if (d.bind(t_device)) rc = d.mem_alloc(&dp, bytes);
+    if (rc != 0) {
+      std::fprintf(stderr, "torch_alloc_probe: cuMemAlloc of %zu bytes failed (%d)\n", bytes, rc);
+      return nullptr;
+    }
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(dp));
+  });
   return *f;
 }
 
@@ -92,49 +106,18 @@ void count(std::atomic<uint64_t>& ns, std::atomic<uint64_t>& calls, uint64_t t0)
 PROBE_API void* probe_floor_alloc(ssize_t size, int device, void*) {
   const uint64_t t0 = now_ns();
   if (size <= 0) return nullptr;
-  const size_t rounded = (static_cast<size_t>(size) + 511) & ~size_t{511};
-  Floor& f = floor_state();
-  void* p = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(f.mu);
-    auto it = f.cached.find(rounded);
-    if (it != f.cached.end() && !it->second.empty()) {
-      p = it->second.back();
-      it->second.pop_back();
-    }
-  }
-  if (p == nullptr) {
-    Driver& d = driver();
-    unsigned long long dp = 0;
-    int rc = -1;
-    if (d.ok && d.bind(device)) rc = d.mem_alloc(&dp, rounded);
-    if (rc != 0) {
-      std::fprintf(stderr, "torch_alloc_probe: cuMemAlloc of %zu bytes failed (%d)\n", rounded, rc);
-      return nullptr;
-    }
-    p = reinterpret_cast<void*>(static_cast<uintptr_t>(dp));
-  }
-  {
-    std::lock_guard<std::mutex> lock(f.mu);
-    f.live[p] = rounded;
-  }
-  count(g_alloc_ns, g_allocs, t0);
+  t_device = device;
+  void* p = floor_cache().alloc(static_cast<size_t>(size));
+  if (p != nullptr) count(g_alloc_ns, g_allocs, t0);
   return p;
 }
 
 PROBE_API void probe_floor_free(void* ptr, ssize_t, int, void*) {
   const uint64_t t0 = now_ns();
   if (ptr == nullptr) return;
-  Floor& f = floor_state();
-  {
-    std::lock_guard<std::mutex> lock(f.mu);
-    auto it = f.live.find(ptr);
-    if (it == f.live.end()) {
-      std::fprintf(stderr, "torch_alloc_probe: free of %p, which the floor did not hand out\n", ptr);
-      return;
-    }
-    f.cached[it->second].push_back(ptr);
-    f.live.erase(it);
+  if (!floor_cache().free(ptr)) {
+    std::fprintf(stderr, "torch_alloc_probe: free of %p, which the floor did not hand out\n", ptr);
+    return;
   }
   count(g_free_ns, g_frees, t0);
 }
