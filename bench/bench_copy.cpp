@@ -168,29 +168,21 @@ int main(int argc, char** argv) {
     unsigned char* pg = pageable.get();
     unsigned char* pn = static_cast<unsigned char*>(pinned);
     const std::string big = sync + "; GB/s = bytes / median";
-    struct Dir {
-      const char* group;
-      unsigned char* h;
-    };
     if (want("big")) {
-      for (Dir d : {Dir{"copy_h2d_1GiB_pinned", pn}}) {
-        unsigned char* h = d.h;
-        std::string g = d.group;
+      for (bool h2d : {true, false}) {
+        const std::string g = h2d ? "copy_h2d_1GiB_pinned" : "copy_d2h_1GiB_pinned";
+        unsigned char* h = pn;
         std::vector<Case> cases = {
-            lib(g + "/library", [=] { return metrale_copy_h2d(ctx, h, kBig, da); }, "metrale_copy_h2d"),
-            raw_async(g + "/raw_async_sync", api, rs,
-                      [&api, rs, h, da] { return api.memcpyHtoDAsync(da, h, kBig, rs); },
-                      "cuMemcpyHtoDAsync")};
-        add_rows(&report, run_interleaved(cases, 7, 1, 1), kBig, 1, {g, "raw_async_sync", big, ""});
-      }
-      for (Dir d : {Dir{"copy_d2h_1GiB_pinned", pn}}) {
-        unsigned char* h = d.h;
-        std::string g = d.group;
-        std::vector<Case> cases = {
-            lib(g + "/library", [=] { return metrale_copy_d2h(ctx, da, h, kBig); }, "metrale_copy_d2h"),
-            raw_async(g + "/raw_async_sync", api, rs,
-                      [&api, rs, h, da] { return api.memcpyDtoHAsync(h, da, kBig, rs); },
-                      "cuMemcpyDtoHAsync")};
+            h2d ? lib(g + "/library", [=] { return metrale_copy_h2d(ctx, h, kBig, da); },
+                      "metrale_copy_h2d")
+                : lib(g + "/library", [=] { return metrale_copy_d2h(ctx, da, h, kBig); },
+                      "metrale_copy_d2h"),
+            h2d ? raw_async(g + "/raw_async_sync", api, rs,
+                            [&api, rs, h, da] { return api.memcpyHtoDAsync(da, h, kBig, rs); },
+                            "cuMemcpyHtoDAsync")
+                : raw_async(g + "/raw_async_sync", api, rs,
+                            [&api, rs, h, da] { return api.memcpyDtoHAsync(h, da, kBig, rs); },
+                            "cuMemcpyDtoHAsync")};
         add_rows(&report, run_interleaved(cases, 7, 1, 1), kBig, 1, {g, "raw_async_sync", big, ""});
       }
       std::vector<Case> d2d = {
