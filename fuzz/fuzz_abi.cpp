@@ -5,6 +5,7 @@
 // destroys the context with everything still live (LeakSanitizer checks that
 // the library let go of it all). The previous input's context and handles,
 // all destroyed, must be refused by the next input's contexts (rule 2).
+#include <cstdio>
 #include <cstdlib>
 
 #include "fuzz_state.hpp"
@@ -113,8 +114,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   setup_kernels(st);
   check_dead(st);
 
+  // FUZZ_TRACE=1 prints each call's group and number: reading a saved crash.
+  static const bool trace = std::getenv("FUZZ_TRACE") != nullptr;
+  if (trace) std::fprintf(stderr, "input: flags 0x%02x pad %zu pool %d\n", flags, opts.redzone_bytes, opts.pool);
   for (int i = 0; i < 512 && !in.empty(); ++i) {
     unsigned op = static_cast<unsigned>(in.pick(kMemoryOps + kCopyOps + kWorkOps + kKernelOps + kQueryOps));
+    if (trace) std::fprintf(stderr, "op %d: %u\n", i, op);
     if (op < kMemoryOps) op_memory(st, in, op);
     else if ((op -= kMemoryOps) < kCopyOps) op_copy(st, in, op);
     else if ((op -= kCopyOps) < kWorkOps) op_work(st, in, op);

@@ -55,6 +55,9 @@ struct Alloc {
   Pad scan_reported = Pad::Clean;  // Clean: no, Dirty: yes, Unknown: maybe
   std::vector<uint8_t> shadow;  // the bytes the harness believes are there
   std::vector<uint8_t> known;   // 1 where shadow is certain
+  // Streams record_stream marked it on (pooled contexts): while one of them
+  // captures, a free may be CAPTURE with nothing freed.
+  std::vector<metrale_stream_t*> marked;
 
   bool contains(uint64_t p, uint64_t n) const {
     return p >= ptr && p - ptr <= bytes && n <= bytes - (p - ptr);
@@ -156,6 +159,13 @@ struct Model {
   Alloc* find_inside(uint64_t p, uint64_t n) {
     for (Alloc& a : allocs)
       if (a.contains(p, n)) return &a;
+    return nullptr;
+  }
+  // The allocation that starts at p. Not find_inside(p, 0): where two
+  // blocks touch, p is also the end of the one before, which contains it.
+  Alloc* find_at(uint64_t p) {
+    for (Alloc& a : allocs)
+      if (a.ptr == p) return &a;
     return nullptr;
   }
   Alloc* find_block(uint64_t p, uint64_t n) {

@@ -100,11 +100,22 @@ void do_alloc(State& st, Bytes& in, bool managed, bool arena) {
   }
 }
 
+// A free's answer when it would be OK: CAPTURE is allowed too while a
+// stream the block was marked on captures (its event would go into the
+// graph; the header's rule for metrale_record_stream).
+Want free_want(State& st, const Alloc& a, Want w) {
+  if (w.kind != Want::Ok) return w;
+  for (metrale_stream_t* s : a.marked)
+    if (metrale_stream_is_capturing(st.ctx, s) == 1) return want_ok_or(METRALE_ERROR_CAPTURE);
+  return w;
+}
+
 void do_free(State& st, Bytes& in, bool arena) {
   long i = pick_alloc(st, in, !arena);
   if (i < 0) return;
   metrale_devptr_t p = st.m.allocs[static_cast<size_t>(i)].ptr;
-  Want w = st.m.lost ? want_ok_or(METRALE_ERROR_CONTEXT_LOST) : want_ok();
+  Want w = free_want(st, st.m.allocs[static_cast<size_t>(i)],
+                     st.m.lost ? want_ok_or(METRALE_ERROR_CONTEXT_LOST) : want_ok());
   metrale_status_t s = arena ? metrale_free_arena(st.ctx, p) : metrale_free(st.ctx, p);
   expect(s, w, arena ? "free_arena" : "free");
   if (s == METRALE_OK) remove_alloc(st, static_cast<size_t>(i));
@@ -238,6 +249,7 @@ void do_pool(State& st, Bytes& in, unsigned which) {
       long i = pick_alloc(st, in, true);
       if (i < 0) return;
       Want w = sp.dead ? want_fail() : st.m.lost ? want_ok_or(METRALE_ERROR_CONTEXT_LOST) : want_ok();
+      w = free_want(st, st.m.allocs[static_cast<size_t>(i)], w);
       if (expect(metrale_free_async(st.ctx, st.m.allocs[static_cast<size_t>(i)].ptr, sp.s), w,
                  "free_async") == METRALE_OK)
         remove_alloc(st, static_cast<size_t>(i));
@@ -247,8 +259,10 @@ void do_pool(State& st, Bytes& in, unsigned which) {
       long i = pick_alloc(st, in, true);
       if (i < 0) return;
       Want w = sp.dead ? want_fail() : st.m.lost ? want_any() : want_ok();
-      expect(metrale_record_stream(st.ctx, st.m.allocs[static_cast<size_t>(i)].ptr, sp.s), w,
-             "record_stream");
+      Alloc& a = st.m.allocs[static_cast<size_t>(i)];
+      if (expect(metrale_record_stream(st.ctx, a.ptr, sp.s), w, "record_stream") == METRALE_OK &&
+          st.m.pooled)
+        a.marked.push_back(sp.s != nullptr ? sp.s : metrale_default_stream(st.ctx));
       return;
     }
     case 3: {  // trim

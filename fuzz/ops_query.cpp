@@ -110,8 +110,8 @@ void scan(State& st, Bytes& in) {
       readable(v.file, "violation site");
       continue;
     }
-    Alloc* a = st.m.find_inside(v.ptr, 0);
-    if (!a || a->ptr != v.ptr || !a->ledger || a->pad_state == Pad::Clean || v.bytes != a->bytes ||
+    Alloc* a = st.m.find_at(v.ptr);
+    if (!a || !a->ledger || a->pad_state == Pad::Clean || v.bytes != a->bytes ||
         v.seq != a->seq || v.first_bad_offset >= a->pad || v.bad_bytes == 0 ||
         v.bad_bytes > a->pad || v.expected != METRALE_REDZONE_PATTERN ||
         v.found == METRALE_REDZONE_PATTERN)

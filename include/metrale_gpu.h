@@ -781,8 +781,11 @@ metrale_status_t metrale_free_async(metrale_context_t* ctx, metrale_devptr_t dpt
  *  reuses the block only once that event completed. NOT_FOUND when dptr is
  *  not a live ledger allocation, INVALID_ARGUMENT for dptr 0, an interior
  *  pointer or a bad stream. A later free is CAPTURE (nothing freed) while
- *  s captures: its event would be recorded into the graph. With the pool off: METRALE_OK, nothing to do (a driver free
- *  already waits). Thread-safe. */
+ *  s captures: its event would be recorded into the graph. A free that a
+ *  capture of its own stream defers (rule 9) is OK and the block then waits
+ *  for the end of s's capture as well, even when the freeing stream is
+ *  destroyed first. With the pool off: METRALE_OK, nothing to do (a driver
+ *  free already waits). Thread-safe. */
 metrale_status_t metrale_record_stream(metrale_context_t* ctx, metrale_devptr_t dptr,
                                        metrale_stream_t* s);
 

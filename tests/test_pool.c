@@ -307,6 +307,46 @@ static void a_wrong_end_does_not_hide_an_open_capture(void** state) {
   mt_close(ctx);
 }
 
+/* A block marked (record_stream) on a stream that captures: a free now
+ * would record that stream's event into its graph, so it is CAPTURE with
+ * nothing freed (the header's word), until the free is itself deferred by
+ * a capture; then the block waits for both captures, and is not lost when
+ * the freeing stream's capture closes first (found by the fuzzer's model). */
+static void a_block_marked_on_a_capturing_stream_waits_for_it(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_stream_t *home = NULL, *marked = NULL, *freer = NULL;
+  MT_OK(metrale_stream_create(ctx, &home));
+  MT_OK(metrale_stream_create(ctx, &marked));
+  MT_OK(metrale_stream_create(ctx, &freer));
+  metrale_devptr_t a = 0;
+  MT_OK(metrale_alloc_async(ctx, 4096, home, &a));
+  MT_OK(metrale_record_stream(ctx, a, marked));
+  MT_OK(metrale_graph_begin_capture(ctx, marked));
+  MT_STATUS(metrale_free(ctx, a), METRALE_ERROR_CAPTURE);
+  MT_MESSAGE_HAS("metrale_record_stream");
+  MT_STATUS(metrale_free_async(ctx, a, freer), METRALE_ERROR_CAPTURE);
+  assert_int_equal(mt_ledger(ctx).count, 1); /* nothing freed */
+  MT_OK(metrale_graph_begin_capture(ctx, freer));
+  MT_OK(metrale_free_async(ctx, a, freer)); /* deferred to freer's end */
+  assert_int_equal(mt_ledger(ctx).count, 0);
+  metrale_graph_t *g1 = NULL, *g2 = NULL;
+  MT_OK(metrale_graph_end_capture(ctx, freer, &g1));
+  assert_int_equal(stats(ctx).blocks_in_use, 1); /* marked still captures */
+  /* The stream it was freed on dies first: nothing may name it later. */
+  MT_OK(metrale_stream_destroy(ctx, freer));
+  MT_OK(metrale_graph_end_capture(ctx, marked, &g2));
+  assert_int_equal(stats(ctx).blocks_in_use, 0);
+  metrale_devptr_t b = 0;
+  MT_OK(metrale_alloc_async(ctx, 4096, home, &b)); /* the block is whole again */
+  MT_OK(metrale_free_async(ctx, b, home));
+  MT_OK(metrale_graph_destroy(ctx, g1));
+  MT_OK(metrale_graph_destroy(ctx, g2));
+  MT_OK(metrale_stream_destroy(ctx, home));
+  MT_OK(metrale_stream_destroy(ctx, marked));
+  mt_close(ctx);
+}
+
 static void a_destroyed_stream_leaves_nothing_behind(void** state) {
   (void)state;
   metrale_context_t* ctx = open_pool(0);
@@ -527,6 +567,7 @@ int main(void) {
       cmocka_unit_test(red_zones_work_on_reused_blocks),
       cmocka_unit_test(capture_allocs_fresh_memory_and_defers_frees),
       cmocka_unit_test(a_wrong_end_does_not_hide_an_open_capture),
+      cmocka_unit_test(a_block_marked_on_a_capturing_stream_waits_for_it),
       cmocka_unit_test(a_destroyed_stream_leaves_nothing_behind),
       cmocka_unit_test(out_of_memory_names_the_pool),
       cmocka_unit_test(the_pool_can_be_turned_off),

@@ -414,10 +414,12 @@ struct metrale_context {
   struct DeferredFree {
     DevPtr ptr;
     metrale::core::LedgerEntry entry;
-    StreamHandle stream;
+    StreamHandle stream;  // freed on
+    StreamHandle until;   // released when this stream's capture closes
   };
   void defer_free(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on);
   void release_deferred(StreamHandle h) noexcept;
+  void retarget_deferred(StreamHandle gone);  // `gone` is being destroyed
   // Red-zone pad of a new pooled block: stream-ordered on st, or, while st
   // captures, filled at once and never recorded (rule 3).
   void fill_pooled_pad(DevPtr pad, size_t bytes, metrale::core::StreamObj* st, bool cap,

@@ -294,38 +294,6 @@ void metrale_context::release_now(DevPtr ptr, const metrale::core::LedgerEntry& 
   device([&] { backend_->mem_free(ptr); });
 }
 
-void metrale_context::defer_free(DevPtr ptr, const metrale::core::LedgerEntry& e,
-                                 StreamHandle on) {
-  std::lock_guard<std::mutex> lock(deferred_mutex_);
-  deferred_.push_back(DeferredFree{ptr, e, on});
-}
-
-void metrale_context::release_deferred(StreamHandle h) noexcept {
-  std::vector<DeferredFree> mine;
-  {
-    std::lock_guard<std::mutex> lock(deferred_mutex_);
-    for (size_t i = 0; i < deferred_.size();) {
-      if (deferred_[i].stream == h) {
-        mine.push_back(deferred_[i]);
-        deferred_[i] = deferred_.back();
-        deferred_.pop_back();
-      } else {
-        ++i;
-      }
-    }
-  }
-  for (const DeferredFree& d : mine) {
-    try {
-      release_memory(d.ptr, d.entry, d.stream);
-    } catch (const std::exception& ex) {
-      metrale::core::log().debug("freeing {} after its capture closed failed: {}", hex(d.ptr),
-                                 ex.what());
-    } catch (...) {
-      metrale::core::log().debug("freeing {} after its capture closed failed", hex(d.ptr));
-    }
-  }
-}
-
 void metrale_context::free_held(
     const std::vector<metrale::core::ScanFence::Released>& held) noexcept {
   for (const auto& h : held) {

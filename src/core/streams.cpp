@@ -80,6 +80,7 @@ void metrale_context::stream_destroy(metrale_stream* s) {
   if (pool_) {
     release_deferred(h);
     try {
+      retarget_deferred(h);
       pool_->retire_stream(h, default_stream_->handle);
     } catch (const std::exception& ex) {
       metrale::core::log().debug("pool: retiring stream failed: {}", ex.what());

@@ -261,6 +261,7 @@ void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
   // instead let a stream that only frees (a communication stream) collect
   // blocks nobody could merge: reserved memory grew with every step.
   if (stream != b->stream) {
+    refuse_capturing_use(b, stream);  // before the block changes: CAPTURE acts on nothing
     if (std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
       b->uses.push_back(stream);
     }
@@ -277,15 +278,8 @@ void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
     if (!owner.bins().put(b, bin_cap(b))) insert_free(b, owner);
     return;
   }
+  refuse_capturing_use(b, 0);
   b->uses.erase(std::remove(b->uses.begin(), b->uses.end(), stream), b->uses.end());
-  for (StreamId u : b->uses) {
-    if (src_.stream_capturing(u)) {
-      fail(METRALE_ERROR_CAPTURE,
-           "the block was marked as used on a stream that is capturing a graph "
-           "(metrale_record_stream): its free would record an event into that graph; free it "
-           "after the capture ends");
-    }
-  }
   // Events first: a failing record leaves the block handed out, as before.
   std::vector<EventId> events;
   try {
@@ -339,6 +333,28 @@ void CachingPool::promote_pending(bool wait) {
     --st_.blocks_pending;
     insert_free(b, state_for(b->stream));
   }
+}
+
+StreamId CachingPool::capturing_use(const Block* b, StreamId also) const {
+  if (also != 0 && also != b->stream && src_.stream_capturing(also)) return also;
+  for (StreamId u : b->uses) {
+    if (u != b->stream && src_.stream_capturing(u)) return u;
+  }
+  return 0;
+}
+
+void CachingPool::refuse_capturing_use(const Block* b, StreamId also) const {
+  if (capturing_use(b, also) != 0) {
+    fail(METRALE_ERROR_CAPTURE,
+         "the block was marked as used on a stream that is capturing a graph "
+         "(metrale_record_stream): its free would record an event into that graph; free it "
+         "after the capture ends");
+  }
+}
+
+StreamId CachingPool::capturing_use_of(const Block* b) const {
+  std::lock_guard<FastMutex> lock(mu_);
+  return capturing_use(b, 0);
 }
 
 void CachingPool::record_stream(Block* b, StreamId stream) {

@@ -104,6 +104,10 @@ class CachingPool {
   // event would be recorded into the graph. A failing event record leaves
   // the block handed out, as before.
   void free_on(Block* b, StreamId stream, PatternRange pattern = PatternRange{});
+  // A stream marked with record_stream on the handed-out block b (its own
+  // stream aside) that is capturing now, or 0: a free of b would be CAPTURE
+  // until that capture ends.
+  StreamId capturing_use_of(const Block* b) const;
   // Marks a handed-out block as used on `stream` too (like torch's
   // record_stream).
   void record_stream(Block* b, StreamId stream);
@@ -136,6 +140,10 @@ class CachingPool {
     return state_for_slow(s);
   }
   StreamState& state_for_slow(StreamId s);
+  // capturing_use_of with the lock held, `also` (a freeing stream) counted
+  // as a use; refuse_: CAPTURE when there is one.
+  StreamId capturing_use(const Block* b, StreamId also) const;
+  void refuse_capturing_use(const Block* b, StreamId also) const;
   Block* new_block();
   void recycle(Block* b);
   Block* take_from_other_streams(size_t size, bool small, StreamId stream,
