@@ -398,7 +398,7 @@ struct metrale_context {
   bool pooled_fast() const {
     return !fault_.lost() && captures_open_.load(std::memory_order_acquire) == 0;
   }
-  bool free_pooled(DevPtr ptr, StreamHandle on);
+  bool free_pooled(DevPtr ptr, metrale::core::StreamObj* st, const char* file, int line);
   DevPtr alloc_pooled(size_t bytes, metrale_alloc_kind_t kind, metrale::core::StreamObj* st,
                       const char* file, int line);
   [[gnu::cold]] std::string oom_message(size_t bytes, const char* file, int line, bool managed,

@@ -105,6 +105,11 @@ bool Ledger::take(DevPtr ptr, LedgerEntry* out) {
 bool Ledger::take_locked(DevPtr ptr, LedgerEntry* out) {
   LedgerEntry* found = entries_.get(ptr);
   if (found == nullptr) return false;
+  take_found_locked(found, out);
+  return true;
+}
+
+void Ledger::take_found_locked(LedgerEntry* found, LedgerEntry* out) noexcept {
   const LedgerEntry& e = *found;
   count_locked(e, false);
   if (e.pad > 0) {
@@ -120,7 +125,6 @@ bool Ledger::take_locked(DevPtr ptr, LedgerEntry* out) {
   }
   *out = e;
   entries_.erase_value(found);
-  return true;
 }
 
 void Ledger::restore(DevPtr ptr, const LedgerEntry& entry) {

@@ -87,6 +87,8 @@ class Ledger {
   // so a pooled allocation and its entry cost one lock.
   void record_locked(DevPtr ptr, const LedgerEntry& entry, const char* file, int line);
   bool take_locked(DevPtr ptr, LedgerEntry* out);
+  // take_locked on an entry find_locked returned (no second lookup).
+  void take_found_locked(LedgerEntry* found, LedgerEntry* out) noexcept;
   FastMutex& mutex() const { return mutex_; }
   // record_locked in two steps, for the pool's fast path (pool_fast_path.cpp),
   // mutex() held. ready_locked does all that may throw (room in the table,

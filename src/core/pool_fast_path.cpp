@@ -1,12 +1,13 @@
 // The common pooled case of metrale_alloc, metrale_free and
-// metrale_free_async on the block's own stream: pool on, no red zone, no
-// checked pointers, no capture open, no event log. The block and its ledger
+// metrale_free_async on the block's own stream: pool on, no checked
+// pointers, no capture open, no event log (the free: red zones too; the
+// padded alloc is pad_fast_path.cpp's). The block and its ledger
 // entry move under one lock (the ledger's, which the pool shares), with no
 // copy of the entry, no second lookup and nothing that can fail once the
 // block is taken. Everything else goes through memory.cpp (alloc_unlogged,
 // free_impl), which also handles every error: the fast free only acts on a
-// pointer it finds live and padless, and otherwise leaves the whole call to
-// free_impl, as if it had not looked.
+// live pooled pointer not marked with record_stream, and otherwise leaves
+// the whole call to free_impl, as if it had not looked.
 #include "core/context.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
@@ -63,36 +64,51 @@ metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_allo
 }
 
 // Inline into free() and free_on() below (its only callers): no second
-// call per free. on != 0: only a block whose stream is `on` (a free on its
-// own stream, the same as a plain free; torch's frees are all of this kind).
-[[gnu::always_inline]] inline bool metrale_context::free_pooled(DevPtr ptr, StreamHandle on) {
+// call per free. st != nullptr: only a block whose stream is st's (a free on
+// its own stream, the same as a plain free; torch's frees are all of this
+// kind).
+[[gnu::always_inline]] inline bool metrale_context::free_pooled(DevPtr ptr,
+                                                                metrale::core::StreamObj* st,
+                                                                const char* file, int line) {
   // The conditions of free_impl's own pooled branch, and no event log (its
   // line needs a ticket taken before the memory can move: free_impl's job).
   if (ptr == 0 || !fast_free_ || !pooled_fast() || event_log_.on()) return false;
-  std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
-  metrale::core::LedgerEntry* e = ledger_.find_locked(ptr);
-  // Not live (free_impl says why), a driver allocation, a pad, or a block
-  // marked with record_stream: free_impl, with nothing changed here.
-  if (e == nullptr || e->block == nullptr || e->pad != 0 || !e->block->uses.empty() ||
-      (on != 0 && e->block->stream != on)) {
-    return false;
+  bool check = false;
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+    metrale::core::LedgerEntry* e = ledger_.find_locked(ptr);
+    // Not live (free_impl says why), a driver allocation, or a block marked
+    // with record_stream: free_impl, with nothing changed here.
+    if (e == nullptr || e->block == nullptr || !e->block->uses.empty() ||
+        (st != nullptr && e->block->stream != st->handle)) {
+      return false;
+    }
+    metrale::core::pool::Block* b = e->block;
+    const size_t bytes = e->bytes;
+    if (e->pad != 0) {
+      // A padded block waits for its red-zone check (pad_fast_path.cpp), as
+      // in free_impl's first branch, without its second lock and lookup.
+      metrale::core::LedgerEntry taken = *e;
+      if (!queue_freed_pad_held(ptr, taken, st, file, line, &check)) return false;
+      ledger_.take_found_locked(e, &taken);
+    } else {
+      // Before the pool has it: after, another thread may hand it out again.
+      chunk_source_->block_returned(ptr);
+      pool_->free_own_held(b);
+      ledger_.forget_padless_locked(e);
+    }
+    count_free_held(bytes);
   }
-  metrale::core::pool::Block* b = e->block;
-  const size_t bytes = e->bytes;
-  // Before the pool has it: after, another thread may hand it out again.
-  chunk_source_->block_returned(ptr);
-  pool_->free_own_held(b);
-  ledger_.forget_padless_locked(e);
-  count_free_held(bytes);
+  if (check) verify_freed_pads(false);
   return true;
 }
 
 void metrale_context::free(DevPtr ptr, const char* file, int line) {
-  if (!free_pooled(ptr, 0)) free_impl(ptr, nullptr, file, line);
+  if (!free_pooled(ptr, nullptr, file, line)) free_impl(ptr, nullptr, file, line);
 }
 
 void metrale_context::free_on(DevPtr ptr, metrale_stream* s) {
   metrale::core::StreamObj* st = stream_of(s);  // a bad stream frees nothing
-  if (pool_ && free_pooled(ptr, st->handle)) return;
+  if (pool_ && free_pooled(ptr, st, nullptr, 0)) return;
   free_impl(ptr, pool_ ? st : nullptr, nullptr, 0);
 }
