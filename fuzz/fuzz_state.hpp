@@ -95,6 +95,8 @@ inline Want combine(Want a, Want b) {
 
 // Checks s against w; returns s.
 inline metrale_status_t expect(metrale_status_t s, Want w, const char* what) {
+  static const bool trace = std::getenv("FUZZ_TRACE") != nullptr;  // see fuzz_abi.cpp
+  if (trace) std::fprintf(stderr, "  %s: %s\n", what, metrale_status_name(s));
   check(s, what);
   switch (w.kind) {
     case Want::Ok:

@@ -1366,7 +1366,10 @@ metrale_status_t metrale_stream_create(metrale_context_t* ctx, metrale_stream_t*
  *  for a stream destroyed already (a second destroy touches nothing else)
  *  and for one of another context. Of two threads destroying the same
  *  stream, one succeeds. INVALID_ARGUMENT from a host kernel running on that
- *  stream (rule 5). */
+ *  stream (rule 5). A capture still open on it is aborted (its graph never
+ *  exists) and the frees it deferred go back to the pool, after the work
+ *  the stream ran before the capture; a stream from metrale_stream_wrap
+ *  leaves the native stream's capture to its owner. */
 metrale_status_t metrale_stream_destroy(metrale_context_t* ctx, metrale_stream_t* stream);
 /** Waits for all work on the stream. CAPTURE while it is capturing (refused
  *  before the driver sees it, so the capture stays valid). Waiting for

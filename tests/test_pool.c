@@ -347,6 +347,34 @@ static void a_block_marked_on_a_capturing_stream_waits_for_it(void** state) {
   mt_close(ctx);
 }
 
+/* Found by the fuzzer's teardown check: a free deferred by a stream's
+ * capture, then that stream destroyed while still capturing. The deferred
+ * free was released on the stream while it still captured, failed with
+ * CAPTURE, and its block stayed handed out for good. */
+static void destroying_a_capturing_stream_gives_back_its_deferred_frees(void** state) {
+  (void)state;
+  /* Padded, the block waits for its red-zone check after the destroy, which
+   * must not name the dead stream (the check would free it there). */
+  for (size_t pad = 0; pad <= 64; pad += 64) {
+    metrale_context_t* ctx = open_pool(pad);
+    metrale_stream_t* s = NULL;
+    MT_OK(metrale_stream_create(ctx, &s));
+    metrale_devptr_t a = 0;
+    MT_OK(metrale_alloc(ctx, 13580, &a)); /* on the default stream */
+    MT_OK(metrale_graph_begin_capture(ctx, s));
+    MT_OK(metrale_free_async(ctx, a, s)); /* deferred to s's capture end */
+    assert_int_equal(stats(ctx).blocks_in_use, 1);
+    MT_OK(metrale_stream_destroy(ctx, s));
+    size_t found = 0;
+    MT_OK(metrale_redzone_scan(ctx, NULL, 0, &found)); /* runs the check */
+    assert_int_equal(stats(ctx).blocks_in_use, 0);
+    metrale_devptr_t b = 0;
+    MT_OK(metrale_alloc(ctx, 13580, &b));
+    MT_OK(metrale_free(ctx, b));
+    mt_close(ctx);
+  }
+}
+
 static void a_destroyed_stream_leaves_nothing_behind(void** state) {
   (void)state;
   metrale_context_t* ctx = open_pool(0);
@@ -568,6 +596,7 @@ int main(void) {
       cmocka_unit_test(capture_allocs_fresh_memory_and_defers_frees),
       cmocka_unit_test(a_wrong_end_does_not_hide_an_open_capture),
       cmocka_unit_test(a_block_marked_on_a_capturing_stream_waits_for_it),
+      cmocka_unit_test(destroying_a_capturing_stream_gives_back_its_deferred_frees),
       cmocka_unit_test(a_destroyed_stream_leaves_nothing_behind),
       cmocka_unit_test(out_of_memory_names_the_pool),
       cmocka_unit_test(the_pool_can_be_turned_off),

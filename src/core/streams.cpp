@@ -75,10 +75,24 @@ void metrale_context::stream_destroy(metrale_stream* s) {
   // The pool forgets the stream (the backend may reuse its handle value):
   // its cached blocks and the blocks ordered on it go to the default stream.
   if (counted) captures_open_.fetch_sub(1, std::memory_order_acq_rel);  // dies with it
+  if (counted && owns_backend) {
+    // Its capture dies with it anyway; closed first, so that the frees it
+    // deferred (released below) can record their events on it instead of
+    // failing with CAPTURE and leaving their blocks lost to the pool. A
+    // wrapped stream's capture is left to the native stream's owner.
+    try {
+      backend_->capture_abort(h);
+    } catch (const std::exception& ex) {
+      metrale::core::log().debug("aborting the capture of a destroyed stream failed: {}", ex.what());
+    }
+  }
+  // Its deferred frees first: a padded one joins the red-zone check list
+  // naming h, which the retarget below then moves to the default stream (a
+  // check would otherwise free the block on the dead stream, and lose it).
+  if (pool_) release_deferred(h);
   if (quarantine_) quarantine_->retarget(h, default_stream_->handle);
   pad_verify_.retarget(h, default_stream_->handle);
   if (pool_) {
-    release_deferred(h);
     try {
       retarget_deferred(h);
       pool_->retire_stream(h, default_stream_->handle);
