@@ -46,14 +46,17 @@ void metrale_context::release_deferred(StreamHandle h) noexcept {
     try {
       // Marked (record_stream) on another stream that is still capturing:
       // freeing now would be CAPTURE and lose the block. It waits for that
-      // capture instead.
-      const StreamHandle busy =
-          d.entry.block != nullptr ? pool_->capturing_use_of(d.entry.block) : 0;
-      if (busy != 0 && busy != h) {
-        d.until = busy;
+      // capture instead. Checked and queued under one lock: that capture's
+      // own release (note_capture_closed) closes it first and takes this
+      // lock after, so it either finds the entry or the check sees it closed.
+      if (d.entry.block != nullptr) {
         std::lock_guard<std::mutex> lock(deferred_mutex_);
-        deferred_.push_back(d);
-        continue;
+        const StreamHandle busy = pool_->capturing_use_of(d.entry.block);
+        if (busy != 0 && busy != h) {
+          d.until = busy;
+          deferred_.push_back(d);
+          continue;
+        }
       }
       release_memory(d.ptr, d.entry, d.stream);
     } catch (const std::exception& ex) {
