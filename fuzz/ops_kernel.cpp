@@ -257,7 +257,8 @@ metrale_status_t touch_kernel(const metrale_host_kernel_call_t* call, void* user
   if (n == 0) return METRALE_OK;
   std::memset(reinterpret_cast<void*>(p), static_cast<int>(value & 0xff), n);
   for (Alloc& a : st->m.allocs) {
-    if (p < a.ptr || p - a.ptr > a.bytes + a.pad) continue;
+    // Strictly inside: p at the end of one block is the start of the next.
+    if (p < a.ptr || p - a.ptr >= a.bytes + a.pad) continue;
     uint64_t end = p + n, buf_end = a.ptr + a.bytes;
     if (p < buf_end) a.fill(p, static_cast<uint8_t>(value), (end < buf_end ? end : buf_end) - p);
     if (end > buf_end && a.pad) {

@@ -920,7 +920,10 @@ metrale_status_t metrale_alloc_report(metrale_context_t* ctx, size_t top_n, size
  *  against allocs and frees on other threads: a block freed meanwhile by
  *  its owner is not counted here (the owner's free counts it), one allocated
  *  meanwhile may or may not be swept, and sizes and sites come from the
- *  entry taken off the ledger, so the counters stay exact (rule 4). */
+ *  entry taken off the ledger, so the counters stay exact (rule 4). A
+ *  pooled block that an open capture still uses (its stream's, or a stream
+ *  it was marked on with metrale_record_stream) leaves the ledger at once
+ *  and goes back to the pool when that capture closes (rule 9). */
 metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count);
 
 /* ------------------------------------------------------------------ */

@@ -420,6 +420,13 @@ struct metrale_context {
   void defer_free(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on);
   void release_deferred(StreamHandle h) noexcept;
   void retarget_deferred(StreamHandle gone);  // `gone` is being destroyed
+  // A pooled block whose free (on `on`, or its own stream) or a
+  // record_stream use would land in an open capture: that stream, else 0.
+  // deferred_mutex_ held.
+  StreamHandle capturing_user_held(const metrale::core::LedgerEntry& e, StreamHandle on);
+  // For a free that cannot be refused (a sweep): queues it until that
+  // capture closes, as a deferred free; false when none captures.
+  bool defer_while_captured(DevPtr ptr, const metrale::core::LedgerEntry& e);
   // Red-zone pad of a new pooled block: stream-ordered on st, or, while st
   // captures, filled at once and never recorded (rule 3).
   void fill_pooled_pad(DevPtr pad, size_t bytes, metrale::core::StreamObj* st, bool cap,

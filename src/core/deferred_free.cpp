@@ -51,7 +51,7 @@ void metrale_context::release_deferred(StreamHandle h) noexcept {
       // lock after, so it either finds the entry or the check sees it closed.
       if (d.entry.block != nullptr) {
         std::lock_guard<std::mutex> lock(deferred_mutex_);
-        const StreamHandle busy = pool_->capturing_use_of(d.entry.block);
+        const StreamHandle busy = capturing_user_held(d.entry, d.stream);
         if (busy != 0 && busy != h) {
           d.until = busy;
           deferred_.push_back(d);
@@ -66,4 +66,23 @@ void metrale_context::release_deferred(StreamHandle h) noexcept {
       metrale::core::log().debug("freeing {} after its capture closed failed", hex(d.ptr));
     }
   }
+}
+
+metrale_context::StreamHandle metrale_context::capturing_user_held(
+    const metrale::core::LedgerEntry& e, StreamHandle on) {
+  // The stream the free happens on (its own when none), then the streams
+  // marked with record_stream.
+  const StreamHandle free_on = on != 0 ? on : pool_->block_stream(e.block);
+  if (device([&] { return backend_->stream_is_capturing(free_on); })) return free_on;
+  return pool_->capturing_use_of(e.block);
+}
+
+bool metrale_context::defer_while_captured(DevPtr ptr, const metrale::core::LedgerEntry& e) {
+  if (e.block == nullptr || captures_open_.load(std::memory_order_acquire) == 0) return false;
+  // Checked and queued under one lock, as in release_deferred.
+  std::lock_guard<std::mutex> lock(deferred_mutex_);
+  const StreamHandle busy = capturing_user_held(e, 0);
+  if (busy == 0) return false;
+  deferred_.push_back(DeferredFree{ptr, e, 0, busy});
+  return true;
 }

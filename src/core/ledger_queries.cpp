@@ -75,7 +75,8 @@ size_t metrale_context::sweep() {
     log_free(tk, taken, ptr, nullptr, nullptr, 0, /*sweep=*/true);
     // On a lost context the free may fail too; the entry is gone either way.
     try {
-      release_memory(ptr, taken);
+      // A block a capture still uses goes back once it closes (rule 9).
+      if (!defer_while_captured(ptr, taken)) release_memory(ptr, taken);
     } catch (const std::exception& ex) {
       metrale::core::log().debug("sweep: freeing {} failed: {}", metrale::core::hex(ptr),
                                  ex.what());
