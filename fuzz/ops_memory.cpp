@@ -129,6 +129,8 @@ void do_bad_free(State& st, Bytes& in) {
     case 0:
       if (st.m.freed.empty()) return;
       p = st.m.freed[in.pick(st.m.freed.size())];
+      // Freed, then covered by a larger block: an interior pointer now.
+      if (st.m.find_block(p, 1)) return;
       break;
     case 1: {
       long i = pick_alloc(st, in, true);
