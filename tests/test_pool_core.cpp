@@ -170,6 +170,28 @@ void record_stream() {
   CHECK(!pool.record_stream(0x1234, S2));  // not a block of the pool
 }
 
+// A free refused with CAPTURE (a stream the block is marked on captures)
+// changes nothing: the freeing stream is not added to the block's uses, so
+// the later free records no event on it.
+void refused_free_changes_nothing() {
+  FakeChunkSource src;
+  PoolByAddress pool(src);
+  const DevPtr a = pool.allocate(MiB, S1);
+  CHECK(pool.record_stream(a, S2));
+  src.capturing.insert(S2);
+  bool refused = false;
+  try {
+    pool.free_on(a, S3);
+  } catch (const metrale::Error& e) {
+    refused = e.status() == METRALE_ERROR_CAPTURE;
+  }
+  CHECK(refused);
+  CHECK_EQ(src.records, 0u);
+  src.capturing.erase(S2);
+  CHECK(pool.free(a));
+  CHECK_EQ(src.records, 1u);  // the event on S2 only, none on S3
+}
+
 void split_and_coalesce() {
   const size_t sizes[2] = {512 * KiB, 4 * MiB};
   for (size_t sz : sizes) {
@@ -565,6 +587,7 @@ int main(int argc, char** argv) {
       {"cross_stream", cross_stream},
       {"event_covers_earlier_frees_only", event_covers_earlier_frees_only},
       {"record_stream", record_stream},
+      {"refused_free_changes_nothing", refused_free_changes_nothing},
       {"split_and_coalesce", split_and_coalesce},
       {"merge_across_owners", merge_across_owners},
       {"large_miss_merges_bins_first", large_miss_merges_bins_first},
