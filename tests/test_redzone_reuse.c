@@ -14,18 +14,23 @@
 
 /* A padded context; batch: METRALE_REDZONE_VERIFY_BATCH while it is created
  * (NULL: the default). NULL return: the pool is off, the test skips. */
-static metrale_context_t* open_rz(const char* batch) {
+static metrale_context_t* open_rz_ordered(const char* batch, const char* ordered) {
   if (batch != NULL) setenv("METRALE_REDZONE_VERIFY_BATCH", batch, 1);
+  if (ordered != NULL) setenv("METRALE_REDZONE_VERIFY_ORDERED", ordered, 1);
   metrale_context_options_t o = mt_options();
   o.redzone_bytes = PAD;
   metrale_context_t* ctx = mt_open(&o);
   unsetenv("METRALE_REDZONE_VERIFY_BATCH");
+  unsetenv("METRALE_REDZONE_VERIFY_ORDERED");
   if (!mt_pool_on(ctx)) {
     mt_close(ctx);
     return NULL;
   }
   return ctx;
 }
+
+/* METRALE_REDZONE_VERIFY_ORDERED as set (the default: on). */
+static metrale_context_t* open_rz(const char* batch) { return open_rz_ordered(batch, NULL); }
 
 static metrale_pool_stats_t stats(metrale_context_t* ctx) {
   metrale_pool_stats_t s = {.struct_size = sizeof s};
@@ -260,10 +265,11 @@ static void dirty_slack_costs_only_the_record(void** state) {
 
 /* A padded block is never handed out before its check: while it waits,
  * the same size gets another block; after the check, it comes back. A
- * dirty one comes back without a record and is filled again. */
-static void waiting_block_is_not_handed_out(void** state) {
-  (void)state;
-  metrale_context_t* ctx = open_rz("1000");
+ * dirty one comes back with its pad written over: by the stream-ordered
+ * check, which restores the pattern (no fill), or, with that check off,
+ * without a record (filled again). */
+static void dirty_block_comes_back(int ordered) {
+  metrale_context_t* ctx = open_rz_ordered("1000", ordered ? "1" : "0");
   if (ctx == NULL) skip();
   metrale_devptr_t a = 0, b = 0, c = 0;
   MT_OK(metrale_alloc(ctx, 256, &a));
@@ -277,11 +283,20 @@ static void waiting_block_is_not_handed_out(void** state) {
   const metrale_pool_stats_t before = stats(ctx);
   MT_OK(metrale_alloc(ctx, 256, &c));
   assert_int_equal(c, a);
-  assert_int_equal(stats(ctx).pad_fills, before.pad_fills + 1);
+  assert_int_equal(stats(ctx).pad_fills, before.pad_fills + (ordered ? 0 : 1));
   expect_pad_is_pattern(ctx, c, 256);
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n));
   MT_OK(metrale_free(ctx, b));
   MT_OK(metrale_free(ctx, c));
   mt_close(ctx);
+}
+static void waiting_block_is_not_handed_out(void** state) {
+  (void)state;
+  dirty_block_comes_back(1);
+}
+static void waiting_block_is_not_handed_out_synchronous(void** state) {
+  (void)state;
+  dirty_block_comes_back(0);
 }
 
 /* Trim, the out-of-memory retry and destroy check what waits, too. */
@@ -344,6 +359,51 @@ static void check_waits_for_the_freeing_stream(void** state) {
   mt_close(ctx);
 }
 
+/* The stream-ordered check (batches above one): a kernel on s overruns a
+ * pad and the block is freed on s with nothing waited for; the batch's
+ * check is queued on s behind the kernel, so it sees the overrun, and the
+ * scan reports it with the allocation's site. The block is reused on s at once, its
+ * pad restored, with no fill. */
+static void ordered_check_follows_the_freeing_stream(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz("2");
+  if (ctx == NULL) skip();
+  mt_load_kernels(ctx);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t p = 0, q = 0, r = 0;
+  uint64_t bytes = 1 << 20, extra = 5;
+  uint32_t value = 0x02020202u;
+  MT_OK(metrale_alloc_async_at(ctx, bytes, s, "kernel_site.c", 7, &p));
+  MT_OK(metrale_alloc_async(ctx, 4096, s, &q));
+  void* params[] = {&p, &bytes, &extra, &value};
+  const metrale_dim3_t grid = {(uint32_t)((bytes + extra + 255) / 256), 1, 1};
+  const metrale_dim3_t block = {256, 1, 1};
+  MT_OK(metrale_launch(ctx, mt_kernel(ctx, "overflow_write"), grid, block, 0, s, params));
+  MT_OK(metrale_free_async(ctx, p, s));
+  MT_OK(metrale_free_async(ctx, q, s)); /* the second: the batch's check */
+  assert_int_equal(stats(ctx).pads_pending, 0);
+  const metrale_pool_stats_t before = stats(ctx);
+  MT_OK(metrale_alloc_async(ctx, bytes, s, &r)); /* on s: at once, no fill */
+  assert_int_equal(r, p);
+  assert_int_equal(stats(ctx).pad_fills, before.pad_fills);
+  metrale_redzone_violation_t v[2];
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, v, 2, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_MESSAGE_HAS("kernel_site.c:7");
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0].ptr, p);
+  assert_int_equal(v[0].bad_bytes, 5);
+  assert_int_equal(v[0].first_bad_offset, 0);
+  assert_int_equal(v[0].found, 0x02);
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  expect_pad_is_pattern(ctx, r, bytes);
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n));
+  MT_OK(metrale_free_async(ctx, r, s));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
 static void malformed_knob_fails_the_create(void** state) {
   (void)state;
   setenv("METRALE_REDZONE_VERIFY_BYTES", "12x", 1);
@@ -364,8 +424,10 @@ int main(void) {
       cmocka_unit_test(size_change_refills_only_outside_the_range),
       cmocka_unit_test(dirty_slack_costs_only_the_record),
       cmocka_unit_test(waiting_block_is_not_handed_out),
+      cmocka_unit_test(waiting_block_is_not_handed_out_synchronous),
       cmocka_unit_test(trim_oom_and_destroy_drain_the_list),
       cmocka_unit_test(check_waits_for_the_freeing_stream),
+      cmocka_unit_test(ordered_check_follows_the_freeing_stream),
       cmocka_unit_test(malformed_knob_fails_the_create),
   };
   return MT_RUN(tests);

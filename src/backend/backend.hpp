@@ -141,6 +141,38 @@ class Backend {
     count_all(table, n, byte, hits);
   }
 
+  // The red-zone check of freed pool blocks in stream order (core's
+  // pad_check_ordered.cpp). Queues on stream s, after the work queued there
+  // so far, one pass that for each range counts the bytes other than
+  // `byte`, notes the first of them (offset and value) and writes `byte`
+  // over the range, so that work ordered after it on s finds the pattern
+  // there. Returns a ticket for pad_check_take, or 0 when this backend
+  // cannot now (no kernels, or every result slot is in use): the caller
+  // then checks synchronously. CAPTURE when s is capturing (nothing is
+  // queued); otherwise throws the backend's error, nothing queued.
+  struct PadCheck {
+    uint64_t first_bad;  // offset of the first byte other than `byte` (when bad_bytes != 0)
+    uint32_t bad_bytes;  // saturated at 2^32-1
+    uint32_t found;      // the value of that byte
+  };
+  virtual uint64_t pad_check_async(const Range* ranges, size_t n, uint8_t byte, StreamHandle s) {
+    (void)ranges;
+    (void)n;
+    (void)byte;
+    (void)s;
+    return 0;
+  }
+  // Whether ticket t's pass has finished (wait: blocks until it has). When
+  // it has, out[0, n) holds one result per range and the ticket is spent.
+  // Throws the backend's error (a lost device), the ticket spent too; a
+  // ticket never issued or already spent is INVALID_ARGUMENT.
+  virtual bool pad_check_take(uint64_t t, bool wait, PadCheck* out) {
+    (void)t;
+    (void)wait;
+    (void)out;
+    return false;
+  }
+
   // --- streams and events ---------------------------------------------------
   virtual StreamHandle stream_create() = 0;  // non-blocking
   // The handle to use for a stream this library did not create, named by

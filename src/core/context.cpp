@@ -59,6 +59,9 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
   const metrale::core::PadVerifyQueue::Limits verify = metrale::core::PadVerifyQueue::limits_from_env();
   std::unique_ptr<metrale_context> ctx(new metrale_context(opts));
   ctx->pad_verify_.set_limits(verify);
+  // A batch of one asks for each free's check, and its report, before the
+  // free returns: the synchronous pass.
+  ctx->ordered_checks_ok_ = verify.ordered && verify.count > 1;
   ctx->backend_ = metrale::core::open_backend(opts);
   ctx->annotate_memory_ = ctx->backend_->mem_annotations_begin(nvtx);
   ctx->modules_ = std::make_unique<metrale::core::Modules>(*ctx->backend_, ctx->strings_);

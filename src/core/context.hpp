@@ -470,6 +470,23 @@ struct metrale_context {
     const char* tag;                // nullptr: none
   };
   void run_verify_pass(std::vector<FreedPadReport>* reports);
+  // The stream-ordered form of the pass (pad_check_ordered.cpp), under
+  // verify_mutex_: start_ordered_checks queues a check on each freeing
+  // stream for the blocks of *batch used there only, gives them back to the
+  // pool at once and leaves the others in *batch; collect_ordered_checks
+  // reads the finished checks' results (wait: all of them) and reports.
+  void start_ordered_checks(std::vector<metrale::core::PendingPad>* batch);
+  bool start_ordered_check(StreamHandle h, std::vector<metrale::core::PendingPad>* pads);
+  void collect_ordered_checks(bool wait, std::vector<FreedPadReport>* reports);
+  FreedPadReport describe_checked_pad(const metrale::core::PendingPad& p,
+                                      const metrale::backend::Backend::PadCheck& r);
+ public:
+  // Checks queued in stream order whose results are not read yet: a scan
+  // then waits for them (so that it reports what they find).
+  bool ordered_checks_open() const {
+    return ordered_checks_open_.load(std::memory_order_acquire) != 0;
+  }
+ private:
   FreedPadReport describe_freed_pad(const metrale::core::PendingPad& p, uint32_t counted);
   // A checked block back to the pool with what of its range proved clean.
   void release_checked(const metrale::core::PendingPad& p,
@@ -556,7 +573,20 @@ struct metrale_context {
     std::vector<metrale::backend::Range> ranges;
     std::vector<size_t> at;
     std::vector<uint32_t> bad;
+    std::vector<metrale::backend::Backend::PadCheck> results;
   } verify_scratch_;
+  // Checks queued in stream order, oldest first (pad_check_ordered.cpp):
+  // the blocks are back in the pool; their results are still to be read.
+  struct OrderedCheck {
+    uint64_t ticket = 0;
+    std::vector<metrale::core::PendingPad> pads;
+    std::vector<size_t> at;  // block i's pad result: at[i]; at.back(): the range count
+  };
+  std::vector<OrderedCheck> ordered_checks_;  // under verify_mutex_
+  std::atomic<size_t> ordered_checks_open_{0};
+  // METRALE_REDZONE_VERIFY_ORDERED=0, or a batch of one, turns the
+  // stream-ordered check off: every pass waits for its streams.
+  bool ordered_checks_ok_ = true;
   std::mutex freed_reports_mutex_;
   std::vector<FreedPadReport> freed_reports_;
   std::atomic<bool> warned_pinned_source_{false};

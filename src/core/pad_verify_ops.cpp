@@ -85,7 +85,11 @@ void metrale_context::verify_freed_pads(bool wait_for_other_pass) noexcept {
   t_in_pass = true;
   std::vector<FreedPadReport> reports;
   try {
+    // Earlier stream-ordered checks first: their findings come before this
+    // pass's, and a scan (wait) sees every one of them.
+    collect_ordered_checks(false, &reports);
     run_verify_pass(&reports);
+    if (wait_for_other_pass) collect_ordered_checks(true, &reports);
   } catch (const std::exception& ex) {
     // Warn: the blocks went back to the pool unchecked, so an overrun of
     // theirs can no longer be reported; the user needs to know why.
@@ -102,6 +106,11 @@ void metrale_context::verify_freed_pads(bool wait_for_other_pass) noexcept {
 void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   std::vector<PendingPad> batch = pad_verify_.take_all();
   if (batch.empty()) return;
+  start_ordered_checks(&batch);
+  if (batch.empty()) {
+    pad_verify_.recycle(std::move(batch));
+    return;
+  }
   // The streams each block was last used on: the one it is freed on (or
   // its own) and those marked with record_stream. Read under the pool's
   // lock: retiring a stream rewrites them.

@@ -18,6 +18,11 @@ PadVerifyQueue::Limits PadVerifyQueue::limits_from_env() {
   };
   read("METRALE_REDZONE_VERIFY_BATCH", &l.count);
   read("METRALE_REDZONE_VERIFY_BYTES", &l.bytes);
+  size_t ordered = 1;
+  const char* v = std::getenv("METRALE_REDZONE_VERIFY_ORDERED");
+  if (v != nullptr && *v != '\0')
+    ordered = static_cast<size_t>(backend::parse_env_number("METRALE_REDZONE_VERIFY_ORDERED", v, 1));
+  l.ordered = ordered != 0;
   return l;
 }
 

@@ -42,8 +42,9 @@ class PadVerifyQueue {
   struct Limits {
     size_t count = 256;                    // METRALE_REDZONE_VERIFY_BATCH
     size_t bytes = size_t{1} << 30;        // METRALE_REDZONE_VERIFY_BYTES
+    bool ordered = true;                   // METRALE_REDZONE_VERIFY_ORDERED (0|1)
   };
-  // The defaults with METRALE_REDZONE_VERIFY_BATCH / _BYTES applied;
+  // The defaults with METRALE_REDZONE_VERIFY_BATCH / _BYTES / _ORDERED applied;
   // INVALID_ARGUMENT (metrale::Error) naming a malformed variable. 0 for
   // either means 1: every free is checked at once.
   static Limits limits_from_env();

@@ -104,7 +104,7 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
   *count = 0;
   // Freed padded blocks still waiting for their check are checked now, so
   // an overrun by an allocation freed before this scan is reported by it.
-  if (pad_verify_.count() != 0) verify_freed_pads(true);
+  if (pad_verify_.count() != 0 || ordered_checks_open()) verify_freed_pads(true);
   std::vector<FreedPadReport> freed = take_freed_reports();
   if (ledger_.pad_count() == 0 && quarantined_bytes() == 0 && freed.empty()) return;
   // Before the pass opens: frees are not held back while streams drain.

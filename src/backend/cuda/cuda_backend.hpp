@@ -60,6 +60,8 @@ class CudaBackend final : public Backend {
                            std::vector<PadHit>* hits) override;
   void pattern_count(const Range* ranges, size_t n, uint8_t byte,
                      uint32_t* mismatches) override;
+  uint64_t pad_check_async(const Range* ranges, size_t n, uint8_t byte, StreamHandle s) override;
+  bool pad_check_take(uint64_t t, bool wait, PadCheck* out) override;
 
   StreamHandle stream_create() override;
   StreamHandle stream_wrap(uint64_t native, bool* owned) override;
@@ -157,6 +159,18 @@ class CudaBackend final : public Backend {
                     bool whole);
   void table_count(size_t n, uint8_t byte, std::vector<PadHit>* hits);
   void table_release() noexcept;
+  // The stream-ordered pad checks' result slots (cuda_pad_check.cpp), under
+  // redzone_mutex_.
+  struct PadCheckSlot {
+    unsigned char* host = nullptr;  // ranges, then results: page-locked, mapped
+    CUdeviceptr device = 0;         // the same memory as kernels address it
+    size_t bytes = 0;
+    CUevent done = nullptr;         // recorded after the pass
+    uint64_t ticket = 0;            // 0: free
+    size_t n = 0;
+  };
+  PadCheckSlot* pad_slot_for(size_t n);  // a free slot with room for n, or nullptr
+  void pad_slots_release() noexcept;
 
   const DriverApi& api_;
   const int ordinal_;
@@ -190,6 +204,9 @@ class CudaBackend final : public Backend {
   // (page-locked).
   CUfunction redzone_patch_ = nullptr;
   CUfunction redzone_count_list_ = nullptr;
+  CUfunction redzone_check_restore_ = nullptr;
+  std::vector<PadCheckSlot> pad_slots_;
+  uint64_t next_pad_ticket_ = 0;
   CUdeviceptr table_ = 0;
   CUdeviceptr table_results_ = 0;
   size_t table_capacity_ = 0;

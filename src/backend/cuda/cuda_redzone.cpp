@@ -14,6 +14,7 @@
 #include "backend/cuda/capture_mode.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/embedded_fatbin.hpp"
+#include "backend/cuda/redzone_log.hpp"
 
 namespace metrale::backend::cuda_impl {
 namespace {
@@ -28,33 +29,6 @@ static_assert(sizeof(DeviceRange) == 16, "RedzoneRange is two 64-bit words");
 constexpr unsigned kThreadsPerBlock = 256;
 // The kernels loop over ranges, so the grid need not grow past this.
 constexpr size_t kMaxBlocks = 65535;
-
-// The fallback is decided under redzone_mutex_, but the line is logged after
-// it is released: a log callback may call back into the library (an alloc
-// fills a pad, which takes that mutex again on this thread).
-thread_local std::string t_pending_line;
-
-void log_fallback_once(const std::string& why) {
-  // Not std::call_once: call_once entered again on one thread deadlocks.
-  static std::atomic<bool> logged{false};
-  if (logged.exchange(true)) return;
-  t_pending_line =
-      "red zones on cuda use the slow path (a memset per range, pads checked on the host): " + why;
-}
-
-// Declared before the lock_guard, so it runs after the unlock.
-struct LogAfterUnlock {
-  ~LogAfterUnlock() {
-    if (t_pending_line.empty()) return;
-    std::string line;
-    line.swap(t_pending_line);
-    try {
-      backend::log(METRALE_LOG_WARN, line);
-    } catch (...) {
-      // Logging never fails the red-zone pass.
-    }
-  }
-};
 
 }  // namespace
 
@@ -96,6 +70,12 @@ void CudaBackend::redzone_prepare() {
     redzone_patch_ = patch;
     redzone_count_list_ = count_list;
   }
+  // The stream-ordered check of freed pads (cuda_pad_check.cpp); without it
+  // those checks are synchronous (pattern_count).
+  CUfunction check_restore = nullptr;
+  if (api_.moduleGetFunction(&check_restore, module, "metrale_redzone_check_restore") ==
+      CUDA_SUCCESS)
+    redzone_check_restore_ = check_restore;
 }
 
 void CudaBackend::redzone_reserve(size_t n) {
@@ -246,12 +226,14 @@ void CudaBackend::pattern_count_table(const Range* table, size_t n, const uint32
 void CudaBackend::redzone_release() noexcept {
   std::lock_guard<std::mutex> lock(redzone_mutex_);
   table_release();
+  pad_slots_release();
   if (redzone_module_ != nullptr) api_.moduleUnload(redzone_module_);
   if (redzone_scratch_ != 0) api_.memFree(redzone_scratch_);
   if (redzone_staging_ != nullptr) api_.memFreeHost(redzone_staging_);
   if (redzone_stream_ != nullptr) api_.streamDestroy(redzone_stream_);
   redzone_module_ = nullptr;
   redzone_fill_ = redzone_count_ = nullptr;
+  redzone_check_restore_ = nullptr;
   redzone_scratch_ = 0;
   redzone_scratch_bytes_ = 0;
   redzone_staging_ = nullptr;

@@ -98,3 +98,49 @@ extern "C" __global__ void metrale_redzone_count_list(const RedzoneRange* ranges
     }
   }
 }
+
+// Matches Backend::PadCheck (cuda_pad_check.cpp).
+struct RedzoneCheck {
+  unsigned long long first_bad;
+  unsigned int bad_bytes;
+  unsigned int found;
+};
+
+// The check of freed pool blocks, in the order of the stream they were freed
+// on: one warp per range counts the bytes other than `byte`, notes the first
+// of them (offset and value), then writes `byte` back over the range, so the
+// block's next owner finds its pad intact. results[r] is written for every
+// range. The value is read before the warp restores the range (__syncwarp).
+extern "C" __global__ void metrale_redzone_check_restore(const RedzoneRange* ranges,
+                                                         unsigned long long n, unsigned int byte,
+                                                         RedzoneCheck* results) {
+  const unsigned int lane = threadIdx.x & 31u;
+  const unsigned long long warps =
+      static_cast<unsigned long long>(gridDim.x) * (blockDim.x / 32u);
+  const unsigned char want = static_cast<unsigned char>(byte);
+  for (unsigned long long r =
+           static_cast<unsigned long long>(blockIdx.x) * (blockDim.x / 32u) + threadIdx.x / 32u;
+       r < n; r += warps) {
+    unsigned char* p = reinterpret_cast<unsigned char*>(ranges[r].ptr);
+    const unsigned long long bytes = ranges[r].bytes;
+    unsigned long long bad = 0, first = ~0ull;
+    for (unsigned long long i = lane; i < bytes; i += 32u) {
+      if (p[i] == want) continue;
+      ++bad;
+      if (first == ~0ull) first = i;  // a lane's offsets only grow
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+      bad += __shfl_xor_sync(0xffffffffu, bad, off);
+      const unsigned long long other = __shfl_xor_sync(0xffffffffu, first, off);
+      first = other < first ? other : first;
+    }
+    if (lane == 0) {
+      results[r].bad_bytes = bad > 0xffffffffull ? 0xffffffffu : static_cast<unsigned int>(bad);
+      results[r].first_bad = bad != 0 ? first : 0;
+      results[r].found = bad != 0 ? p[first] : byte;
+    }
+    __syncwarp();
+    if (bad == 0) continue;
+    for (unsigned long long i = lane; i < bytes; i += 32u) p[i] = want;
+  }
+}

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -59,6 +61,10 @@ class HostBackend final : public Backend {
   void pattern_count_table(const Range* table, size_t n, const uint32_t* changed,
                            size_t nchanged, bool whole, uint8_t byte,
                            std::vector<PadHit>* hits) override;
+  // Runs at once on s, in the caller's thread, as all host stream work does
+  // (host_pad_check.cpp); the results wait for pad_check_take.
+  uint64_t pad_check_async(const Range* ranges, size_t n, uint8_t byte, StreamHandle s) override;
+  bool pad_check_take(uint64_t t, bool wait, PadCheck* out) override;
 
   StreamHandle stream_create() override;
   StreamHandle stream_wrap(uint64_t native, bool* owned) override;
@@ -127,6 +133,10 @@ class HostBackend final : public Backend {
   // pattern_count_table's copy; valid only after a call that returned.
   std::vector<Range> pad_table_;
   bool pad_table_valid_ = false;
+  // pad_check_async's results by ticket, until taken.
+  std::mutex pad_checks_mutex_;
+  std::unordered_map<uint64_t, std::vector<PadCheck>> pad_checks_;
+  uint64_t next_pad_check_ = 0;  // under pad_checks_mutex_
 };
 
 }  // namespace metrale::backend::host

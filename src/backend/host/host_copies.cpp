@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/host/host_backend.hpp"
+#include "backend/host/pattern_bytes.hpp"
 
 namespace metrale::backend::host {
 
@@ -109,32 +110,7 @@ void HostBackend::memset_async(DevPtr dst, uint8_t value, size_t bytes, StreamHa
   });
 }
 
-// Pads may be filled (poison) on one thread while another scans them, as
-// two kernels may on a GPU: each byte is one relaxed atomic access, so the
-// two see each byte old or new, and neither is a C++ data race.
-namespace {
-void store_bytes(uint8_t* p, uint8_t byte, size_t n) {
-  for (size_t k = 0; k < n; ++k) __atomic_store_n(p + k, byte, __ATOMIC_RELAXED);
-}
-uint64_t count_other(const uint8_t* p, uint8_t byte, size_t n) {
-  uint64_t differ = 0;
-  size_t k = 0;
-  // Byte by byte up to an 8-byte boundary, then a word at a time: a word
-  // equal to the pattern (the common case: checks of clean pads) costs one
-  // compare; only a word that differs is counted byte by byte. Relaxed
-  // atomic loads throughout, as before: a stream's work may write meanwhile.
-  for (; k < n && (reinterpret_cast<uintptr_t>(p + k) & 7) != 0; ++k)
-    differ += __atomic_load_n(p + k, __ATOMIC_RELAXED) != byte;
-  const uint64_t word = 0x0101010101010101ull * byte;
-  for (; k + 8 <= n; k += 8) {
-    const uint64_t w = __atomic_load_n(reinterpret_cast<const uint64_t*>(p + k), __ATOMIC_RELAXED);
-    if (w == word) continue;
-    for (int j = 0; j < 8; ++j) differ += static_cast<uint8_t>(w >> (8 * j)) != byte;
-  }
-  for (; k < n; ++k) differ += __atomic_load_n(p + k, __ATOMIC_RELAXED) != byte;
-  return differ;
-}
-}  // namespace
+// store_bytes and count_other: pattern_bytes.hpp.
 
 // Not stream work: it runs now and is finished on return.
 void HostBackend::pattern_fill(const Range* ranges, size_t n, uint8_t byte) {

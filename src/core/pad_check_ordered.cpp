@@ -1,0 +1,167 @@
+// The check of freed padded pool blocks in stream order (the fast form of
+// pad_verify_ops.cpp's pass). Blocks used on one stream only (no
+// record_stream marks) are checked by one backend pass queued on the
+// stream they were freed on: it reads each pad, notes what it finds and
+// writes the pattern back. The blocks go back to the pool at once, with
+// their pattern record: whatever runs on that stream after the pass finds
+// the pad intact, and another stream takes a block only after the free's
+// event, which follows the pass. No stream is waited for. The results are
+// read when the pass has finished, at the next pass or, waiting, at a scan
+// and at teardown; only then is an overwritten pad reported.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "core/context.hpp"
+#include "core/log.hpp"
+#include "core/tags.hpp"
+
+using metrale::Error;
+using metrale::backend::Range;
+using metrale::core::PendingPad;
+using metrale::core::pool::PatternRange;
+
+namespace {
+
+struct Group {
+  metrale::backend::StreamHandle stream;
+  std::vector<PendingPad> pads;
+};
+
+}  // namespace
+
+void metrale_context::start_ordered_checks(std::vector<PendingPad>* batch) {
+  if (!ordered_checks_ok_ || scan_fence_.any_open()) return;
+  // Blocks by freeing stream; those marked on other streams stay in *batch
+  // for the synchronous pass (it waits for each of their streams).
+  std::vector<Group> groups;
+  std::vector<PendingPad> rest;
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
+    std::vector<size_t> group_of(batch->size());
+    for (size_t i = 0; i < batch->size(); ++i) {
+      const PendingPad& p = (*batch)[i];
+      if (!p.entry.block->uses.empty()) {
+        group_of[i] = SIZE_MAX;
+        continue;
+      }
+      const StreamHandle h = p.stream != 0 ? p.stream : p.entry.block->stream;
+      size_t g = 0;
+      while (g < groups.size() && groups[g].stream != h) ++g;
+      if (g == groups.size()) groups.push_back(Group{h, {}});
+      group_of[i] = g;
+    }
+    if (groups.size() == 1 && std::find(group_of.begin(), group_of.end(), SIZE_MAX) ==
+                                  group_of.end()) {
+      groups[0].pads = std::move(*batch);  // the common case: one stream, no marks
+    } else {
+      for (size_t i = 0; i < batch->size(); ++i) {
+        (group_of[i] == SIZE_MAX ? rest : groups[group_of[i]].pads).push_back((*batch)[i]);
+      }
+    }
+  }
+  batch->clear();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    try {
+      if (!start_ordered_check(groups[g].stream, &groups[g].pads))
+        rest.insert(rest.end(), groups[g].pads.begin(), groups[g].pads.end());
+    } catch (...) {
+      // A lost device: these blocks and the rest go back unchecked.
+      for (size_t k = g; k < groups.size(); ++k)
+        for (const PendingPad& p : groups[k].pads) release_checked(p, PatternRange{});
+      for (const PendingPad& p : rest) release_checked(p, PatternRange{});
+      throw;
+    }
+  }
+  *batch = std::move(rest);
+}
+
+bool metrale_context::start_ordered_check(StreamHandle h, std::vector<PendingPad>* pads) {
+  std::vector<Range>& ranges = verify_scratch_.ranges;
+  OrderedCheck check;
+  ranges.clear();
+  // Per block its pad and, when the allocation filled slack after it, that
+  // slack too: restored with the pad, reported never (as in the pass).
+  for (const PendingPad& p : *pads) {
+    check.at.push_back(ranges.size());
+    const size_t pad_end = p.check_from + p.entry.pad;
+    ranges.push_back(Range{p.ptr + p.check_from, p.entry.pad});
+    if (p.check_to > pad_end) ranges.push_back(Range{p.ptr + pad_end, p.check_to - pad_end});
+  }
+  check.at.push_back(ranges.size());
+  try {
+    check.ticket = device([&] {
+      return backend_->pad_check_async(ranges.data(), ranges.size(), METRALE_REDZONE_PATTERN, h);
+    });
+  } catch (const Error& e) {
+    // Capturing, or destroyed meanwhile: the synchronous pass sorts them out.
+    if (e.status() == METRALE_ERROR_CAPTURE || e.status() == METRALE_ERROR_INVALID_ARGUMENT)
+      return false;
+    throw;
+  }
+  if (check.ticket == 0) return false;  // no kernels, or every slot busy
+  pad_verify_.passes.fetch_add(1, std::memory_order_relaxed);
+  pad_verify_.verified.fetch_add(pads->size(), std::memory_order_relaxed);
+  release_all_intact(*pads);
+  check.pads = std::move(*pads);
+  ordered_checks_.push_back(std::move(check));
+  ordered_checks_open_.fetch_add(1, std::memory_order_release);
+  return true;
+}
+
+void metrale_context::collect_ordered_checks(bool wait, std::vector<FreedPadReport>* reports) {
+  std::vector<metrale::backend::Backend::PadCheck>& results = verify_scratch_.results;
+  size_t k = 0;
+  std::exception_ptr failed;
+  for (size_t i = 0; i < ordered_checks_.size(); ++i) {
+    OrderedCheck& c = ordered_checks_[i];
+    bool done = false;
+    if (failed == nullptr) {
+      results.resize(c.at.back());
+      try {
+        done = device([&] { return backend_->pad_check_take(c.ticket, wait, results.data()); });
+      } catch (...) {
+        // Its findings are lost (the ticket is spent); the blocks are back.
+        failed = std::current_exception();
+        ordered_checks_open_.fetch_sub(1, std::memory_order_release);
+        continue;
+      }
+    }
+    if (!done) {
+      if (k != i) ordered_checks_[k] = std::move(c);
+      ++k;
+      continue;
+    }
+    ordered_checks_open_.fetch_sub(1, std::memory_order_release);
+    for (size_t j = 0; j < c.pads.size(); ++j) {
+      const metrale::backend::Backend::PadCheck& r = results[c.at[j]];
+      if (r.bad_bytes == 0) continue;
+      const PendingPad& p = c.pads[j];
+      // A scan reported this overrun while the block was live: not again.
+      if (pad_verify_.take_reported(p.entry.seq)) continue;
+      pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
+      reports->push_back(describe_checked_pad(p, r));
+    }
+  }
+  ordered_checks_.resize(k);
+  if (failed != nullptr) std::rethrow_exception(failed);
+}
+
+metrale_context::FreedPadReport metrale_context::describe_checked_pad(
+    const PendingPad& p, const metrale::backend::Backend::PadCheck& r) {
+  FreedPadReport out{};
+  metrale_redzone_violation_t& v = out.v;
+  v.ptr = p.ptr;
+  v.bytes = p.entry.bytes;
+  v.seq = p.entry.seq;
+  v.file = ledger_.site_file(p.entry.site);
+  v.line = ledger_.site_line(p.entry.site);
+  v.expected = METRALE_REDZONE_PATTERN;
+  v.bad_bytes = r.bad_bytes;
+  v.first_bad_offset = r.first_bad;
+  v.found = static_cast<uint8_t>(r.found);
+  out.free_file = ledger_.site_file(p.free_site);
+  out.free_line = ledger_.site_line(p.free_site);
+  out.tag = metrale::core::tags::name(p.entry.tag);
+  return out;
+}
