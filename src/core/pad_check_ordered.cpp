@@ -142,6 +142,7 @@ void metrale_context::collect_ordered_checks(bool wait, std::vector<FreedPadRepo
       pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
       reports->push_back(describe_checked_pad(p, r));
     }
+    pad_verify_.recycle(std::move(c.pads));  // its storage serves a later batch
   }
   ordered_checks_.resize(k);
   if (failed != nullptr) std::rethrow_exception(failed);

@@ -26,7 +26,9 @@ static_assert(sizeof(Backend::PadCheck) == 16, "RedzoneCheck is 16 bytes");
 
 CUstream as_stream(StreamHandle s) { return reinterpret_cast<CUstream>(s); }
 
-constexpr size_t kMaxSlots = 4;
+// Passes in flight at once: past this the caller waits (its synchronous
+// pass), so a stream far behind the host holds back its frees.
+constexpr size_t kMaxSlots = 32;
 constexpr unsigned kThreadsPerBlock = 256;  // eight warps: one range each
 constexpr size_t kMaxBlocks = 65535;
 
