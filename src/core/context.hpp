@@ -562,7 +562,7 @@ struct metrale_context {
   std::unique_ptr<metrale::core::Quarantine> quarantine_;
   // Freed padded pooled blocks waiting for their check (pad_verify_ops.cpp),
   // one pass at a time, and what passes found until a scan reports it.
-  metrale::core::PadVerifyQueue pad_verify_;
+  metrale::core::PadVerifyQueue pad_verify_{&ledger_.mutex()};  // after ledger_
   std::mutex verify_mutex_;
   // A pass's scratch (run_verify_pass), under verify_mutex_: kept so that a
   // steady loop allocates nothing per pass. Members, not thread_locals: in

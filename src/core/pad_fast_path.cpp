@@ -59,7 +59,7 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
       // No fill: the pad lies inside the block's checked pattern.
       if (entry.pad > 0) {
         b->pattern = PatternRange{bytes, b->pattern.to};
-        pad_verify_.fills_skipped.fetch_add(1, std::memory_order_relaxed);
+        pad_verify_.count_fill_skipped_held();  // the ledger's lock is the list's
       }
       entry.reserved = b->size;
       entry.block = b;
@@ -129,7 +129,7 @@ bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::Ledg
   p.held_bytes = b->size;
   try {
     p.free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
-    *run_pass = pad_verify_.add(p);
+    *run_pass = pad_verify_.add_held(p);  // its mutex is the ledger's
   } catch (...) {
     return false;  // nothing queued: the caller's general path frees it
   }

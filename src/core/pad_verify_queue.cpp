@@ -27,7 +27,11 @@ PadVerifyQueue::Limits PadVerifyQueue::limits_from_env() {
 }
 
 bool PadVerifyQueue::add(const PendingPad& p) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
+  return add_held(p);
+}
+
+bool PadVerifyQueue::add_held(const PendingPad& p) {
   held_.push_back(p);
   bytes_ += p.held_bytes;
   return held_.size() >= limits_.count || bytes_ >= limits_.bytes;
@@ -35,7 +39,7 @@ bool PadVerifyQueue::add(const PendingPad& p) {
 
 std::vector<PendingPad> PadVerifyQueue::take_all() {
   std::vector<PendingPad> out;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   out.swap(held_);
   held_.swap(spare_);
   bytes_ = 0;
@@ -44,12 +48,12 @@ std::vector<PendingPad> PadVerifyQueue::take_all() {
 
 void PadVerifyQueue::recycle(std::vector<PendingPad>&& done) {
   done.clear();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   if (done.capacity() > spare_.capacity()) spare_.swap(done);
 }
 
 void PadVerifyQueue::put_back(const std::vector<PendingPad>& back) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   for (const PendingPad& p : back) {
     held_.push_back(p);
     bytes_ += p.held_bytes;
@@ -57,18 +61,18 @@ void PadVerifyQueue::put_back(const std::vector<PendingPad>& back) {
 }
 
 void PadVerifyQueue::retarget(uint64_t gone, uint64_t heir) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   for (PendingPad& p : held_)
     if (p.stream == gone) p.stream = heir;
 }
 
 size_t PadVerifyQueue::count() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   return held_.size();
 }
 
 size_t PadVerifyQueue::bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<FastMutex> lock(mutex_);
   return bytes_;
 }
 

@@ -9,8 +9,9 @@
 //
 // A pass runs when the list reaches its bounds (count or bytes: see
 // Limits), and before a scan, a trim, an out-of-memory retry and teardown.
-// This class is the bookkeeping only (thread-safe, one mutex); the context
-// reads, reports and releases.
+// This class is the bookkeeping only (thread-safe: one mutex, the ledger's
+// when the context passes it, so that a free queues its block under the
+// lock it already holds); the context reads, reports and releases.
 #pragma once
 
 #include <atomic>
@@ -20,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/fast_mutex.hpp"
 #include "core/ledger.hpp"
 
 namespace metrale::core {
@@ -39,6 +41,8 @@ struct PendingPad {
 
 class PadVerifyQueue {
  public:
+  // shared: the mutex guarding the list (nullptr: its own).
+  explicit PadVerifyQueue(FastMutex* shared = nullptr) : mutex_(shared != nullptr ? *shared : own_) {}
   struct Limits {
     size_t count = 256;                    // METRALE_REDZONE_VERIFY_BATCH
     size_t bytes = size_t{1} << 30;        // METRALE_REDZONE_VERIFY_BYTES
@@ -52,6 +56,8 @@ class PadVerifyQueue {
   void set_limits(Limits l) { limits_ = l; }
   // Adds p; true when the list has reached a bound (the caller runs a pass).
   bool add(const PendingPad& p);
+  // The same with the list's mutex already held by the caller.
+  bool add_held(const PendingPad& p);
   // Everything waiting, oldest first; the list is empty after. recycle()
   // gives the vector back when done, so its storage serves the next batch
   // (no allocation per batch in the steady loop).
@@ -78,12 +84,20 @@ class PadVerifyQueue {
   // Telemetry (metrale_pool_stats_t): relaxed counters.
   std::atomic<uint64_t> fills{0};          // tails or pads filled at allocation
   std::atomic<uint64_t> fills_skipped{0};  // pads already known to hold the pattern
+  // The same, counted with the list's mutex held (the allocation fast path):
+  // a load and a store, no locked instruction; readers add the two.
+  std::atomic<uint64_t> fills_skipped_held{0};
+  void count_fill_skipped_held() {
+    fills_skipped_held.store(fills_skipped_held.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_relaxed);
+  }
   std::atomic<uint64_t> passes{0};         // batch passes that read tails
   std::atomic<uint64_t> verified{0};       // blocks those passes checked
   std::atomic<uint64_t> dirty{0};          // blocks found overwritten
 
  private:
-  mutable std::mutex mutex_;
+  FastMutex own_;
+  FastMutex& mutex_;
   Limits limits_;
   size_t bytes_ = 0;
   std::vector<PendingPad> held_;

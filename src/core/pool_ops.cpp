@@ -37,7 +37,8 @@ void metrale_context::pool_stats(metrale_pool_stats_t* out) const {
   }
   s.quarantined_bytes = quarantined_bytes();
   s.pad_fills = pad_verify_.fills.load(std::memory_order_relaxed);
-  s.pad_fills_skipped = pad_verify_.fills_skipped.load(std::memory_order_relaxed);
+  s.pad_fills_skipped = pad_verify_.fills_skipped.load(std::memory_order_relaxed) +
+                        pad_verify_.fills_skipped_held.load(std::memory_order_relaxed);
   s.pad_checks = pad_verify_.passes.load(std::memory_order_relaxed);
   s.pads_checked = pad_verify_.verified.load(std::memory_order_relaxed);
   s.pads_overwritten = pad_verify_.dirty.load(std::memory_order_relaxed);
