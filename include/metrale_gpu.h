@@ -53,6 +53,8 @@
  *                                     (default 256; see "Freed pads")
  *   METRALE_REDZONE_VERIFY_BYTES=<bytes> block bytes that start a batch
  *                                     check (default 1 GiB)
+ *   METRALE_REDZONE_VERIFY_ORDERED=0|1 batch checks queued in stream order
+ *                                     (default 1; see "Freed pads")
  *   METRALE_STAGING_THRESHOLD=<bytes> pageable copies this large use staging (0 = off)
  *   METRALE_STAGING_BUFFER=<bytes>    bytes of one staging buffer
  *   METRALE_STAGING_BUFFERS=<n>       staging buffers in the ring (>= 2)
@@ -814,10 +816,12 @@ typedef struct metrale_pool_stats {
                                   already checked to hold the pattern: no
                                   fill, no wait, no device call */
   uint64_t pad_checks;         /* batch checks of freed padded blocks run
-                                  (each: one wait per stream involved and
-                                  one device pass) */
+                                  (each: one device pass, queued on the
+                                  freeing stream, or, synchronous, after
+                                  one wait per stream involved) */
   uint64_t pads_checked;       /* freed padded blocks those checks read */
-  uint64_t pads_overwritten;   /* of those, found overwritten */
+  uint64_t pads_overwritten;   /* of those, found overwritten (a queued
+                                  check counts once its results are read) */
   uint64_t pads_pending;       /* freed padded blocks waiting for a check now */
   uint64_t pads_pending_bytes; /* their block bytes (not reusable meanwhile;
                                   metrale_free_memory counts them) */
@@ -1016,11 +1020,23 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
  * metrale_redzone_scan, metrale_pool_trim, the pool's out-of-memory retry
  * and metrale_context_destroy (0 for either knob: every free is checked at
  * once; a malformed value fails metrale_context_create with
- * INVALID_ARGUMENT). A check first waits for the streams the blocks were
- * freed and used on (record_stream), once each, then reads every tail in
- * one device pass; blocks whose stream captures wait for a later check.
- * So an overrun by an allocation freed before any scan is caught (a scan
- * of live pads alone never saw it): the check logs it at error level with
+ * INVALID_ARGUMENT). A check runs in stream order: the blocks freed on
+ * one stream (and marked on no other with record_stream) get one device
+ * pass queued on that stream, behind the work already there, which reads
+ * each pad and its filled slack, notes what it finds and writes the
+ * pattern back; the blocks go back to the pool at once with their checked
+ * range, so nothing is waited for (the pool's stream order keeps the pass
+ * before any reuse). The pass's findings are read once it has finished: at
+ * the next check, or, waiting for it, at metrale_redzone_scan and at
+ * metrale_context_destroy; only then are they reported. Blocks marked on
+ * other streams, and every block when METRALE_REDZONE_VERIFY_ORDERED=0 or
+ * METRALE_REDZONE_VERIFY_BATCH is 0 or 1, get the synchronous check: it
+ * first waits for the streams the blocks were freed and used on, once
+ * each, then reads every tail in one device pass and reports before the
+ * call that started it returns. Blocks whose stream captures wait for a
+ * later check. So an overrun by an allocation freed before any scan is
+ * caught (a scan of live pads alone never saw it): the check logs it at
+ * error level with
  * the site that allocated and the site that freed the block and its tag,
  * writes it to the event log as a "redzone" scan, counts it
  * (pads_overwritten), and the next metrale_redzone_scan lists it among its
@@ -1029,8 +1045,10 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
  * sites (also while the default stream captures: these pads were read
  * back by the check). A pad a scan already reported while its allocation
  * was live is not reported again at its free (until metrale_redzone_poison
- * repairs it). A block is handed out again only after its check; an intact
- * one keeps a record of its checked range, and an allocation whose pad
+ * repairs it). A block is handed out again only after its check (in
+ * stream order: after the queued pass); an intact one, and one the
+ * stream-ordered pass wrote the pattern back over, keeps a record of its
+ * checked range, and an allocation whose pad
  * falls inside it needs no fill and no wait (pad_fills_skipped): alloc+free
  * with red zones makes no device call per pair, one check per batch. So a
  * write into free pool memory (a use after free) that lands in such a
