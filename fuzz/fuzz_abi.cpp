@@ -99,7 +99,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // The options struct is what the input chooses: no environment overrides.
   for (const char* v : {"METRALE_BACKEND", "METRALE_DEVICE", "METRALE_REDZONE",
                         "METRALE_REDZONE_MIN_IDX", "METRALE_CHECKED", "METRALE_DEBUG_SYNC",
-                        "METRALE_LAUNCH_TRACE", "METRALE_KERNEL_TIMING", "METRALE_LOG"})
+                        "METRALE_LAUNCH_TRACE", "METRALE_KERNEL_TIMING", "METRALE_LOG",
+                        "METRALE_REDZONE_VERIFY_BATCH", "METRALE_REDZONE_VERIFY_BYTES",
+                        "METRALE_REDZONE_VERIFY_ORDERED"})
     unsetenv(v);
   metrale_log_set_callback(quiet, nullptr);
   metrale_log_set_level(METRALE_LOG_OFF);
@@ -128,11 +130,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opts.pool = ((flags >> 7) & 1) ? 0 : 1;
   opts.pinned_pool = opts.pool;  // the model's `pooled`: freed memory may stay mapped
 
+  // The red-zone check of freed blocks: batches of 256 (the default, which
+  // short inputs reach only at scans and teardown), 1 (synchronous, at each
+  // free), 2 or 3 (stream-ordered, mid-input); bit 6 turns the ordered form
+  // off. Read from the second byte's spare bits: older inputs keep their
+  // meaning otherwise.
+  static const char* const batches[] = {nullptr, "1", "2", "3"};
+  const char* batch = batches[(second >> 4) & 3];
+  if (batch != nullptr) setenv("METRALE_REDZONE_VERIFY_BATCH", batch, 1);
+  if (((second >> 6) & 1) != 0) setenv("METRALE_REDZONE_VERIFY_ORDERED", "0", 1);
+
   State st;
   st.m.checked = opts.checked_pointers != 0;
   st.m.pooled = opts.pool != 0;
   expect(metrale_context_create(&opts, &st.ctx), want_ok(), "context_create");
   expect(metrale_context_create(&opts, &st.other), want_ok(), "context_create other");
+  unsetenv("METRALE_REDZONE_VERIFY_BATCH");
+  unsetenv("METRALE_REDZONE_VERIFY_ORDERED");
   setup_kernels(st);
   check_dead(st);
 
