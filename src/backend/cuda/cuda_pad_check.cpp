@@ -118,6 +118,7 @@ uint64_t CudaBackend::pad_check_async(const Range* ranges, size_t n, uint8_t byt
 }
 
 bool CudaBackend::pad_check_take(uint64_t t, bool wait, PadCheck* out) {
+  make_current();
   CUevent done = nullptr;
   {
     std::lock_guard<std::mutex> lock(redzone_mutex_);
