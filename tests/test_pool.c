@@ -584,9 +584,8 @@ static void* pool_worker(void* arg) {
   return NULL;
 }
 
-static void sixteen_threads_on_sixteen_streams(void** state) {
-  (void)state;
-  metrale_context_t* ctx = open_pool(0);
+static void sixteen_threads_at_pad(size_t pad) {
+  metrale_context_t* ctx = open_pool(pad);
   metrale_stream_t* streams[THREADS];
   for (int i = 0; i < THREADS; ++i) MT_OK(metrale_stream_create(ctx, &streams[i]));
   pthread_t t[THREADS];
@@ -603,12 +602,30 @@ static void sixteen_threads_on_sixteen_streams(void** state) {
   assert_int_equal(c.allocs, c.frees);
   assert_int_equal(c.alloc_bytes, c.free_bytes);
   assert_int_equal(mt_ledger(ctx).count, 0);
+  if (pad != 0) {
+    /* Checked (the scan waits for every check in flight), none overwritten. */
+    size_t found = 0;
+    MT_OK(metrale_redzone_scan(ctx, NULL, 0, &found));
+    assert_true(stats(ctx).pads_checked > 0);
+    assert_int_equal(stats(ctx).pads_overwritten, 0);
+  }
   assert_int_equal(stats(ctx).blocks_in_use, 0);
   for (int i = 0; i < THREADS; ++i) MT_OK(metrale_stream_destroy(ctx, streams[i]));
   size_t released = 0;
   MT_OK(metrale_pool_trim(ctx, 0, &released));
   assert_int_equal(stats(ctx).reserved_bytes, 0); /* every block came home */
   mt_close(ctx);
+}
+static void sixteen_threads_on_sixteen_streams(void** state) {
+  (void)state;
+  sixteen_threads_at_pad(0);
+}
+/* The same with red zones: frees queue for the red-zone check from every
+ * thread, checks run in stream order on each freeing stream while other
+ * threads allocate and free, marked blocks take the synchronous check. */
+static void sixteen_threads_with_red_zones(void** state) {
+  (void)state;
+  sixteen_threads_at_pad(64);
 }
 
 int main(void) {
@@ -632,6 +649,7 @@ int main(void) {
       cmocka_unit_test(old_option_layouts_still_work),
       cmocka_unit_test(bad_input_is_refused_and_changes_nothing),
       cmocka_unit_test(sixteen_threads_on_sixteen_streams),
+      cmocka_unit_test(sixteen_threads_with_red_zones),
   };
   return MT_RUN(tests);
 }
