@@ -133,7 +133,13 @@ bool CudaBackend::pad_check_take(uint64_t t, bool wait, PadCheck* out) {
   // Waited for without the red-zone lock: the pass runs after the user's
   // own work on that stream, which may be long. Only the ticket's owner
   // takes it, so the slot stays as it is meanwhile.
-  const CUresult rc = wait ? api_.eventSynchronize(done) : api_.eventQuery(done);
+  CUresult rc;
+  if (wait) {
+    RelaxedCaptureMode relaxed(api_);  // a wait beside this thread's capture, as event_synchronize
+    rc = api_.eventSynchronize(done);
+  } else {
+    rc = api_.eventQuery(done);
+  }
   if (rc == CUDA_ERROR_NOT_READY) return false;
   std::lock_guard<std::mutex> lock(redzone_mutex_);
   for (PadCheckSlot& s : pad_slots_) {

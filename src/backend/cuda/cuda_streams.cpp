@@ -107,6 +107,11 @@ void CudaBackend::event_record(EventHandle e, StreamHandle s) {
 
 void CudaBackend::event_synchronize(EventHandle e) {
   make_current();
+  // A wait, like cuStreamSynchronize of another stream: refused while this
+  // thread captures unless relaxed, and the refusal invalidates the capture
+  // (the pool waits for a destroyed stream's events while another stream of
+  // the thread captures). Core never records its events into a capture.
+  RelaxedCaptureMode relaxed(api_);
   check(api_.eventSynchronize(as_event(e)), "cuEventSynchronize");
 }
 

@@ -2,6 +2,7 @@
 // to a new stream), so nothing in the pool may keep naming it. Everything
 // it ran is waited for first, so what it freed or used is safe for anyone.
 #include <algorithm>
+#include <exception>
 
 #include "core/pool/caching_pool.hpp"
 
@@ -23,7 +24,15 @@ void CachingPool::retire_stream(StreamId gone, StreamId heir) {
   StreamState& g = state_for(gone);
   flush_bins(g);
   g.next_epoch();  // so that cover_frees records even with no free counted
-  g.wait_all(src_);
+  // A failed wait (a lost device) still forgets the stream below: its handle
+  // dies with it, and a block's uses or a stream state naming it would reach
+  // the driver later with a dangling stream. The error is rethrown after.
+  std::exception_ptr failed;
+  try {
+    g.wait_all(src_);
+  } catch (...) {
+    failed = std::current_exception();
+  }
   std::vector<Block*> cached;
   for (auto& c : chunks_) {
     for (Block* b = c->first; b != nullptr; b = b->next) {
@@ -47,6 +56,7 @@ void CachingPool::retire_stream(StreamId gone, StreamId heir) {
   streams_.erase(gone);
   last_state_ = nullptr;
   last_stream_ = 0;
+  if (failed != nullptr) std::rethrow_exception(failed);
 }
 
 }  // namespace metrale::core::pool

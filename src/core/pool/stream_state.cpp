@@ -44,9 +44,17 @@ void StreamState::wait_all(ChunkSource& src) {
 }
 
 void StreamState::release_events(ChunkSource& src) {
-  for (const InFlight& f : in_flight_) src.event_destroy(f.event);
+  // Every event is given back even when one destroy fails (a lost device):
+  // the state is forgotten right after.
+  auto destroy = [&](EventId e) {
+    try {
+      src.event_destroy(e);
+    } catch (...) {
+    }
+  };
+  for (const InFlight& f : in_flight_) destroy(f.event);
   in_flight_.clear();
-  for (EventId e : spare_events_) src.event_destroy(e);
+  for (EventId e : spare_events_) destroy(e);
   spare_events_.clear();
 }
 
