@@ -420,6 +420,31 @@ void random_model() {
   CHECK_EQ(src.bad_frees, 0u);
   CHECK(src.allocs > 10);
 }
+// Retiring a stream whose wait fails (a lost device) still forgets it: the
+// caller destroys the stream next, and a block marked on it must not keep
+// its handle (on cuda a later query of it reached the driver with a freed
+// stream). Observable: with the dead handle's value reused by a capturing
+// stream, a free of the block is refused with CAPTURE only if the mark
+// stayed.
+void retire_forgets_a_stream_whose_wait_fails() {
+  FakeChunkSource src;
+  PoolByAddress pool(src);
+  const DevPtr a = pool.allocate(MiB, S1);
+  CHECK(pool.record_stream(a, S2));
+  src.fail_waits = true;
+  bool threw = false;
+  try {
+    pool.retire_stream(S2, S1);
+  } catch (const metrale::Error& e) {
+    threw = e.status() == METRALE_ERROR_CONTEXT_LOST;
+  }
+  CHECK(threw);  // the failure still reaches the caller
+  src.fail_waits = false;
+  src.capturing.insert(S2);  // a new stream with the old handle, capturing
+  CHECK(pool.free(a));
+  CHECK_EQ(src.records, 1u);  // the retirement's own event on S2 only: none at the free
+}
+
 // A chunk cut between two streams: once both owners' events are done, the
 // free pieces merge and serve a request none of them fits alone, instead
 // of a new chunk (the checkerboard that made a training trace's reserved
@@ -588,6 +613,7 @@ int main(int argc, char** argv) {
       {"event_covers_earlier_frees_only", event_covers_earlier_frees_only},
       {"record_stream", record_stream},
       {"refused_free_changes_nothing", refused_free_changes_nothing},
+      {"retire_forgets_a_stream_whose_wait_fails", retire_forgets_a_stream_whose_wait_fails},
       {"split_and_coalesce", split_and_coalesce},
       {"merge_across_owners", merge_across_owners},
       {"large_miss_merges_bins_first", large_miss_merges_bins_first},

@@ -413,6 +413,13 @@ static void malformed_knob_fails_the_create(void** state) {
   MT_STATUS(metrale_context_create(&o, &ctx), METRALE_ERROR_INVALID_ARGUMENT);
   MT_MESSAGE_HAS("METRALE_REDZONE_VERIFY_BYTES");
   unsetenv("METRALE_REDZONE_VERIFY_BYTES");
+  /* METRALE_REDZONE_VERIFY_ORDERED takes 0 or 1 only. */
+  for (int i = 0; i < 2; ++i) {
+    setenv("METRALE_REDZONE_VERIFY_ORDERED", i == 0 ? "2" : "yes", 1);
+    MT_STATUS(metrale_context_create(&o, &ctx), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_MESSAGE_HAS("METRALE_REDZONE_VERIFY_ORDERED");
+  }
+  unsetenv("METRALE_REDZONE_VERIFY_ORDERED");
 }
 
 int main(void) {

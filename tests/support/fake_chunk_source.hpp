@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/error.hpp"
 #include "core/pool/chunk_source.hpp"
 
 namespace pooltest {
@@ -78,6 +79,8 @@ class FakeChunkSource final : public metrale::core::pool::ChunkSource {
   }
   void event_wait(EventId e) override {
     std::lock_guard<std::mutex> l(mu);
+    // A lost device, as the test says: the wait fails, nothing completes.
+    if (fail_waits) throw metrale::Error(METRALE_ERROR_CONTEXT_LOST, "fake: the wait failed");
     events.at(e).complete = true;
     ++waits;
   }
@@ -109,6 +112,7 @@ class FakeChunkSource final : public metrale::core::pool::ChunkSource {
   std::mutex mu;
   size_t capacity = ~size_t{0} / 2;
   bool auto_complete = false;
+  bool fail_waits = false;  // event_wait throws CONTEXT_LOST
   uint64_t generation = 0;
   DevPtr next = DevPtr{1} << 32;
   size_t outstanding = 0;
