@@ -487,6 +487,9 @@ struct metrale_context {
     return ordered_checks_open_.load(std::memory_order_acquire) != 0;
   }
  private:
+  // A report's sites, tag and block fields (describe_freed_pad and
+  // describe_checked_pad add what was found).
+  FreedPadReport freed_pad_report(const metrale::core::PendingPad& p) const;
   FreedPadReport describe_freed_pad(const metrale::core::PendingPad& p, uint32_t counted);
   // A checked block back to the pool with what of its range proved clean.
   void release_checked(const metrale::core::PendingPad& p,
@@ -577,6 +580,9 @@ struct metrale_context {
   } verify_scratch_;
   // Checks queued in stream order, oldest first (pad_check_ordered.cpp):
   // the blocks are back in the pool; their results are still to be read.
+  // pads: what the report needs (sites, seq, sizes). Their block pointers
+  // and streams are stale once the blocks are back (reused, merged, their
+  // stream destroyed) and are never read.
   struct OrderedCheck {
     uint64_t ticket = 0;
     std::vector<metrale::core::PendingPad> pads;

@@ -150,19 +150,11 @@ void metrale_context::collect_ordered_checks(bool wait, std::vector<FreedPadRepo
 
 metrale_context::FreedPadReport metrale_context::describe_checked_pad(
     const PendingPad& p, const metrale::backend::Backend::PadCheck& r) {
-  FreedPadReport out{};
-  metrale_redzone_violation_t& v = out.v;
-  v.ptr = p.ptr;
-  v.bytes = p.entry.bytes;
-  v.seq = p.entry.seq;
-  v.file = ledger_.site_file(p.entry.site);
-  v.line = ledger_.site_line(p.entry.site);
-  v.expected = METRALE_REDZONE_PATTERN;
-  v.bad_bytes = r.bad_bytes;
-  v.first_bad_offset = r.first_bad;
-  v.found = static_cast<uint8_t>(r.found);
-  out.free_file = ledger_.site_file(p.free_site);
-  out.free_line = ledger_.site_line(p.free_site);
-  out.tag = metrale::core::tags::name(p.entry.tag);
+  // From the pass's own findings: the block may be reused by now, so its
+  // bytes are not read back (describe_freed_pad does that).
+  FreedPadReport out = freed_pad_report(p);
+  out.v.bad_bytes = r.bad_bytes;
+  out.v.first_bad_offset = r.first_bad;
+  out.v.found = static_cast<uint8_t>(r.found);
   return out;
 }

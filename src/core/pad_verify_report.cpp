@@ -13,8 +13,7 @@
 
 using metrale::core::PendingPad;
 
-metrale_context::FreedPadReport metrale_context::describe_freed_pad(const PendingPad& p,
-                                                                    uint32_t counted) {
+metrale_context::FreedPadReport metrale_context::freed_pad_report(const PendingPad& p) const {
   FreedPadReport r{};
   metrale_redzone_violation_t& v = r.v;
   v.ptr = p.ptr;
@@ -23,10 +22,17 @@ metrale_context::FreedPadReport metrale_context::describe_freed_pad(const Pendin
   v.file = ledger_.site_file(p.entry.site);
   v.line = ledger_.site_line(p.entry.site);
   v.expected = METRALE_REDZONE_PATTERN;
-  v.bad_bytes = counted;
   r.free_file = ledger_.site_file(p.free_site);
   r.free_line = ledger_.site_line(p.free_site);
   r.tag = metrale::core::tags::name(p.entry.tag);
+  return r;
+}
+
+metrale_context::FreedPadReport metrale_context::describe_freed_pad(const PendingPad& p,
+                                                                    uint32_t counted) {
+  FreedPadReport r = freed_pad_report(p);
+  metrale_redzone_violation_t& v = r.v;
+  v.bad_bytes = counted;
   // The stream the block was freed on has been waited for and is not
   // capturing: the read back goes there.
   const StreamHandle h = p.stream != 0 ? p.stream : pool_->block_stream(p.entry.block);

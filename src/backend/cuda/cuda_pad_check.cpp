@@ -11,26 +11,17 @@
 
 #include "backend/cuda/capture_mode.hpp"
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/redzone_layout.hpp"
 #include "backend/cuda/redzone_log.hpp"
 
 namespace metrale::backend::cuda_impl {
 namespace {
-
-// Match RedzoneRange and RedzoneCheck in redzone_kernels.cu.
-struct DeviceRange {
-  uint64_t ptr;
-  uint64_t bytes;
-};
-static_assert(sizeof(DeviceRange) == 16, "RedzoneRange is two 64-bit words");
-static_assert(sizeof(Backend::PadCheck) == 16, "RedzoneCheck is 16 bytes");
 
 CUstream as_stream(StreamHandle s) { return reinterpret_cast<CUstream>(s); }
 
 // Passes in flight at once: past this the caller waits (its synchronous
 // pass), so a stream far behind the host holds back its frees.
 constexpr size_t kMaxSlots = 32;
-constexpr unsigned kThreadsPerBlock = 256;  // eight warps: one range each
-constexpr size_t kMaxBlocks = 65535;
 
 }  // namespace
 

@@ -14,21 +14,12 @@
 #include "backend/cuda/capture_mode.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/embedded_fatbin.hpp"
+#include "backend/cuda/redzone_layout.hpp"
 #include "backend/cuda/redzone_log.hpp"
 
 namespace metrale::backend::cuda_impl {
 namespace {
 
-// Matches RedzoneRange in redzone_kernels.cu.
-struct DeviceRange {
-  uint64_t ptr;
-  uint64_t bytes;
-};
-static_assert(sizeof(DeviceRange) == 16, "RedzoneRange is two 64-bit words");
-
-constexpr unsigned kThreadsPerBlock = 256;
-// The kernels loop over ranges, so the grid need not grow past this.
-constexpr size_t kMaxBlocks = 65535;
 
 }  // namespace
 

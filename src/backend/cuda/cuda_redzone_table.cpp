@@ -9,29 +9,11 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/redzone_layout.hpp"
 
 namespace metrale::backend::cuda_impl {
 namespace {
 
-// Layouts shared with redzone_kernels.cu.
-struct DeviceRange {
-  uint64_t ptr;
-  uint64_t bytes;
-};
-struct DevicePatch {
-  uint64_t slot;
-  uint64_t ptr;
-  uint64_t bytes;
-};
-struct DeviceHit {
-  uint32_t slot;
-  uint32_t bad_bytes;
-};
-static_assert(sizeof(DeviceRange) == 16 && sizeof(DevicePatch) == 24 && sizeof(DeviceHit) == 8,
-              "layouts of redzone_kernels.cu");
-
-constexpr unsigned kThreadsPerBlock = 256;  // a multiple of 32: one warp per range
-constexpr size_t kMaxBlocks = 65535;
 // table_results_: the found counter, padded to 16 bytes, then the hits.
 constexpr size_t kHitsOffset = 16;
 // Hits read back with the counter in the first (and usually only) copy.
