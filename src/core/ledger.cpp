@@ -31,6 +31,13 @@ uint32_t Ledger::site_id_by_text(const char* file, int line) {
   return id;
 }
 
+void Ledger::grow_pads_locked() {
+  // Both tables grow together, so one capacity check covers both pushes.
+  const size_t want = pads_.capacity() < 64 ? 64 : pads_.capacity() * 2;
+  pads_.reserve(want);
+  pad_owners_.reserve(want);
+}
+
 void Ledger::append_pad_locked(DevPtr ptr, LedgerEntry* e) {
   e->pad_slot = static_cast<uint32_t>(pads_.size());
   pads_.push_back(backend::Range{ptr + e->bytes, e->pad});
@@ -85,12 +92,12 @@ void Ledger::record(DevPtr ptr, LedgerEntry entry, const char* file, int line) {
 }
 
 void Ledger::record_locked(DevPtr ptr, const LedgerEntry& entry, const char* file, int line) {
-  LedgerEntry e = entry;
-  const Ready r = ready_locked(file, line);
-  e.site = r.site;
-  e.tag = r.tag;
-  if (e.pad > 0) append_pad_locked(ptr, &e);
-  commit_locked(ptr, [&](LedgerEntry& slot) { slot = e; });
+  const Ready r = ready_locked(file, line, entry.pad > 0);
+  commit_locked(ptr, [&](LedgerEntry& slot) {
+    slot = entry;
+    slot.site = r.site;
+    slot.tag = r.tag;
+  });
 }
 
 void Ledger::grow_entries_locked() { entries_.reserve(entries_.size() + 1); }
@@ -123,7 +130,7 @@ void Ledger::take_found_locked(LedgerEntry* found, LedgerEntry* out) noexcept {
     pads_.pop_back();
     pad_owners_.pop_back();
   }
-  *out = e;
+  if (out != nullptr) *out = e;
   entries_.erase_value(found);
 }
 

@@ -87,7 +87,8 @@ class Ledger {
   // so a pooled allocation and its entry cost one lock.
   void record_locked(DevPtr ptr, const LedgerEntry& entry, const char* file, int line);
   bool take_locked(DevPtr ptr, LedgerEntry* out);
-  // take_locked on an entry find_locked returned (no second lookup).
+  // take_locked on an entry find_locked returned (no second lookup); out
+  // may be nullptr when the caller copied what it needs.
   void take_found_locked(LedgerEntry* found, LedgerEntry* out) noexcept;
   FastMutex& mutex() const { return mutex_; }
   // record_locked in two steps, for the pool's fast path (pool_fast_path.cpp),
@@ -101,12 +102,19 @@ class Ledger {
     uint32_t site;
     uint32_t tag;
   };
-  Ready ready_locked(const char* file, int line) {
+  // padded: the entry will have a red-zone pad, so room in the pad table
+  // is made too and commit_locked appends it without growing.
+  Ready ready_locked(const char* file, int line, bool padded = false) {
     if (entries_.size() >= entries_.room()) [[unlikely]] grow_entries_locked();
+    if (padded && (pads_.size() == pads_.capacity() ||
+                   pad_owners_.size() == pad_owners_.capacity())) [[unlikely]] {
+      grow_pads_locked();
+    }
     const Ready r{site_id_locked(file, line), tags::current()};
     if (r.tag >= tag_totals_.size()) [[unlikely]] grow_tags_locked(r.tag);
     return r;
   }
+  // An entry with a pad needs ready_locked(..., true) first.
   template <class Fill>
   void commit_locked(DevPtr ptr, Fill&& fill) noexcept {
     // Room was reserved: no growth. A pointer recorded twice (a backend
@@ -115,6 +123,7 @@ class Ledger {
     *slot = LedgerEntry{};
     fill(*slot);
     slot->order = next_order_++;
+    if (slot->pad > 0) append_pad_locked(ptr, slot);  // room reserved: no throw
     count_locked(*slot, true);
   }
   // The live entry keyed by ptr, or nullptr (mutex() held). Valid until the
@@ -213,6 +222,7 @@ class Ledger {
   uint32_t site_id_miss_locked(const char* file, int line, size_t slot);
   // Room for one more entry (ready_locked), and a new tag's totals.
   void grow_entries_locked();
+  void grow_pads_locked();
   void grow_tags_locked(uint32_t tag);
   // Site, tag, live and slack totals move together with the entries; the
   // tag's slot exists (ready_locked grows the table on a tag's first entry).

@@ -47,6 +47,10 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
     entry.pad = entry.seq >= opts_.redzone_min_index ? opts_.redzone_bytes : 0;
     wraps = bytes > std::numeric_limits<size_t>::max() - entry.pad;
     if (!wraps) {
+      // All that may fail on the ledger's side, before a block is taken.
+      const metrale::core::Ledger::Ready r = ledger_.ready_locked(file, line, entry.pad > 0);
+      entry.site = r.site;
+      entry.tag = r.tag;
       try {
         b = device([&] { return pool_->allocate_held(bytes + entry.pad, st->handle); });
       } catch (const Error& e) {
@@ -61,12 +65,13 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
         b->pattern = PatternRange{bytes, b->pattern.to};
         pad_verify_.count_fill_skipped_held();  // the ledger's lock is the list's
       }
+      ptr = b->ptr;
+      chunk_source_->block_handed_out(ptr, bytes + entry.pad);
       entry.reserved = b->size;
       entry.block = b;
-      chunk_source_->block_handed_out(b->ptr, bytes + entry.pad);
-      ledger_.record_locked(b->ptr, entry, file, line);
+      // In place: no copy of the entry, the pad appended to the room made.
+      ledger_.commit_locked(ptr, [&](metrale::core::LedgerEntry& slot) { slot = entry; });
       count_alloc_held(bytes);
-      ptr = b->ptr;
     }
   }
   if (ptr != 0) {
@@ -118,20 +123,24 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
 bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
                                            metrale::core::StreamObj* st, const char* file,
                                            int line, bool* run_pass) noexcept {
-  metrale::core::PendingPad p;
-  p.ptr = ptr;
-  p.entry = e;
-  p.stream = st != nullptr ? st->handle : 0;
   const Block* b = e.block;
   const bool filled = b->pattern.from == e.bytes && b->pattern.covers(e.bytes, e.bytes + e.pad);
-  p.check_from = e.bytes;
-  p.check_to = filled ? b->pattern.to : e.bytes + e.pad;
-  p.held_bytes = b->size;
+  metrale::core::PendingPad* p = nullptr;
+  uint32_t free_site = 0;
   try {
-    p.free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
-    *run_pass = pad_verify_.add_held(p);  // its mutex is the ledger's
+    // What may throw first: a new site's copy, room in the list.
+    free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
+    p = &pad_verify_.emplace_held();  // its mutex is the ledger's
   } catch (...) {
     return false;  // nothing queued: the caller's general path frees it
   }
+  p->ptr = ptr;
+  p->entry = e;
+  p->free_site = free_site;
+  p->stream = st != nullptr ? st->handle : 0;
+  p->check_from = e.bytes;
+  p->check_to = filled ? b->pattern.to : e.bytes + e.pad;
+  p->held_bytes = b->size;
+  *run_pass = pad_verify_.commit_held(b->size);
   return true;
 }

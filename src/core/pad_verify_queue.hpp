@@ -58,6 +58,14 @@ class PadVerifyQueue {
   bool add(const PendingPad& p);
   // The same with the list's mutex already held by the caller.
   bool add_held(const PendingPad& p);
+  // add_held in two steps, so the caller fills the entry in place (no copy
+  // of a whole PendingPad per free): emplace_held makes room and may throw
+  // (nothing added then); commit_held counts it, true when a bound is met.
+  PendingPad& emplace_held() { return held_.emplace_back(); }
+  bool commit_held(size_t held_bytes) {
+    bytes_ += held_bytes;
+    return held_.size() >= limits_.count || bytes_ >= limits_.bytes;
+  }
   // Everything waiting, oldest first; the list is empty after. recycle()
   // gives the vector back when done, so its storage serves the next batch
   // (no allocation per batch in the steady loop).

@@ -88,9 +88,8 @@ metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_allo
     if (e->pad != 0) {
       // A padded block waits for its red-zone check (pad_fast_path.cpp), as
       // in free_impl's first branch, without its second lock and lookup.
-      metrale::core::LedgerEntry taken = *e;
-      if (!queue_freed_pad_held(ptr, taken, st, file, line, &check)) return false;
-      ledger_.take_found_locked(e, &taken);
+      if (!queue_freed_pad_held(ptr, *e, st, file, line, &check)) return false;
+      ledger_.take_found_locked(e, nullptr);  // the list holds its copy
     } else {
       // Before the pool has it: after, another thread may hand it out again.
       chunk_source_->block_returned(ptr);
