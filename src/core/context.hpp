@@ -586,7 +586,7 @@ struct metrale_context {
   struct OrderedCheck {
     uint64_t ticket = 0;
     std::vector<metrale::core::PendingPad> pads;
-    std::vector<size_t> at;  // block i's pad result: at[i]; at.back(): the range count
+    size_t ranges = 0;  // ranges the pass read (a pad's result: PendingPad::result)
   };
   std::vector<OrderedCheck> ordered_checks_;  // under verify_mutex_
   std::atomic<size_t> ordered_checks_open_{0};

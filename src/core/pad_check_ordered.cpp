@@ -31,7 +31,33 @@ struct Group {
 }  // namespace
 
 void metrale_context::start_ordered_checks(std::vector<PendingPad>* batch) {
-  if (!ordered_checks_ok_ || scan_fence_.any_open()) return;
+  if (!ordered_checks_ok_ || scan_fence_.any_open() || batch->empty()) return;
+  // The common case first: every block freed on one stream, none marked
+  // on another; one pass, with no grouping and no copy.
+  StreamHandle only = 0;
+  bool single = true;
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
+    for (const PendingPad& p : *batch) {
+      const StreamHandle h = p.stream != 0 ? p.stream : p.entry.block->stream;
+      if (!p.entry.block->uses.empty() || (only != 0 && h != only)) {
+        single = false;
+        break;
+      }
+      only = h;
+    }
+  }
+  if (single) {
+    try {
+      if (start_ordered_check(only, batch)) batch->clear();
+    } catch (...) {
+      // A lost device: the blocks go back unchecked.
+      for (const PendingPad& p : *batch) release_checked(p, PatternRange{});
+      batch->clear();
+      throw;
+    }
+    return;
+  }
   // Blocks by freeing stream; those marked on other streams stay in *batch
   // for the synchronous pass (it waits for each of their streams).
   std::vector<Group> groups;
@@ -51,13 +77,8 @@ void metrale_context::start_ordered_checks(std::vector<PendingPad>* batch) {
       if (g == groups.size()) groups.push_back(Group{h, {}});
       group_of[i] = g;
     }
-    if (groups.size() == 1 && std::find(group_of.begin(), group_of.end(), SIZE_MAX) ==
-                                  group_of.end()) {
-      groups[0].pads = std::move(*batch);  // the common case: one stream, no marks
-    } else {
-      for (size_t i = 0; i < batch->size(); ++i) {
-        (group_of[i] == SIZE_MAX ? rest : groups[group_of[i]].pads).push_back((*batch)[i]);
-      }
+    for (size_t i = 0; i < batch->size(); ++i) {
+      (group_of[i] == SIZE_MAX ? rest : groups[group_of[i]].pads).push_back((*batch)[i]);
     }
   }
   batch->clear();
@@ -82,13 +103,13 @@ bool metrale_context::start_ordered_check(StreamHandle h, std::vector<PendingPad
   ranges.clear();
   // Per block its pad and, when the allocation filled slack after it, that
   // slack too: restored with the pad, reported never (as in the pass).
-  for (const PendingPad& p : *pads) {
-    check.at.push_back(ranges.size());
+  for (PendingPad& p : *pads) {
+    p.result = ranges.size();
     const size_t pad_end = p.check_from + p.entry.pad;
     ranges.push_back(Range{p.ptr + p.check_from, p.entry.pad});
     if (p.check_to > pad_end) ranges.push_back(Range{p.ptr + pad_end, p.check_to - pad_end});
   }
-  check.at.push_back(ranges.size());
+  check.ranges = ranges.size();
   try {
     check.ticket = device([&] {
       return backend_->pad_check_async(ranges.data(), ranges.size(), METRALE_REDZONE_PATTERN, h);
@@ -117,7 +138,7 @@ void metrale_context::collect_ordered_checks(bool wait, std::vector<FreedPadRepo
     OrderedCheck& c = ordered_checks_[i];
     bool done = false;
     if (failed == nullptr) {
-      results.resize(c.at.back());
+      results.resize(c.ranges);
       try {
         done = device([&] { return backend_->pad_check_take(c.ticket, wait, results.data()); });
       } catch (...) {
@@ -134,7 +155,7 @@ void metrale_context::collect_ordered_checks(bool wait, std::vector<FreedPadRepo
     }
     ordered_checks_open_.fetch_sub(1, std::memory_order_release);
     for (size_t j = 0; j < c.pads.size(); ++j) {
-      const metrale::backend::Backend::PadCheck& r = results[c.at[j]];
+      const metrale::backend::Backend::PadCheck& r = results[c.pads[j].result];
       if (r.bad_bytes == 0) continue;
       const PendingPad& p = c.pads[j];
       // A scan reported this overrun while the block was live: not again.

@@ -37,6 +37,7 @@ struct PendingPad {
   size_t check_from = 0;
   size_t check_to = 0;
   size_t held_bytes = 0;   // the block's size (what the pool cannot reuse meanwhile)
+  size_t result = 0;       // a stream-ordered pass: the index of its pad's result
 };
 
 class PadVerifyQueue {
