@@ -91,12 +91,12 @@ if ! skipped asan; then
 fi
 
 if ! skipped tsan; then
-  step "TSan build, the stress, threads, races, reentry, handles, logging, pool and quarantine suites"
+  step "TSan build, the stress, threads, races, reentry, handles, logging, pool, quarantine and staging suites"
   if setup_once build-tsan -Db_sanitize=thread -Dkernels=disabled -Ddefault_library=shared &&
-      build_suites build-tsan 'stress|threads|races|reentry|handles|logging|pool|quarantine|pool_core'; then
+      build_suites build-tsan 'stress|threads|races|reentry|handles|logging|pool|quarantine|pool_core|staging|staging_core'; then
     METRALE_STRESS_OPS=${TSAN_STRESS_OPS:-50000} TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
       run_tests build-tsan tsan --suite stress --suite threads --suite races --suite reentry \
-        --suite handles --suite logging --suite pool --suite quarantine
+        --suite handles --suite logging --suite pool --suite quarantine --suite staging
   else
     echo "ci-extra: the TSan build failed" >&2
     broken=1

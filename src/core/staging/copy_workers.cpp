@@ -1,5 +1,6 @@
-// CopyWorkers: the caller hands parts 1..n-1 of a copy to n-1 workers through
-// their own mailboxes, copies part 0 itself and waits for the others. Between
+// CopyWorkers: the caller wakes the workers a copy needs through their own
+// mailboxes; they and the caller claim its parts one at a time from one
+// counter, and the caller waits until every part is copied. Between
 // the pieces of one staged copy the workers spin briefly so that the next
 // piece does not pay a futex wake-up; after that they sleep.
 #include "core/staging/copy_workers.hpp"
@@ -62,50 +63,90 @@ void CopyWorkers::start_locked() {
   }
 }
 
-void CopyWorkers::copy_part(const Job& job, unsigned index) {
+void CopyWorkers::copy_part(const Job& job, uint32_t index) {
   const size_t first = job.part * index;
   if (first >= job.bytes) return;
   const size_t n = job.bytes - first < job.part ? job.bytes - first : job.part;
   copy_bytes(job.mode, job.dst + first, job.src + first, n);
 }
 
+bool CopyWorkers::claim(const Job& job, uint32_t* part) {
+  uint64_t v = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    if (static_cast<uint32_t>(v >> 32) != job.gen || static_cast<uint32_t>(v) >= job.parts)
+      return false;
+    if (claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+      *part = static_cast<uint32_t>(v);
+      return true;
+    }
+  }
+}
+
+void CopyWorkers::copy_claimed(const Job& job) {
+  uint32_t part = 0;
+  while (claim(job, &part)) {
+    copy_part(job, part);
+    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(done_mutex_);
+      done_.notify_one();
+    }
+  }
+}
+
 void CopyWorkers::copy(void* dst, const void* src, size_t bytes, StoreMode mode) {
+  Run run(*this);
+  run.start(dst, src, bytes, mode);
+  run.finish();
+}
+
+void CopyWorkers::Run::start(void* dst, const void* src, size_t bytes, StoreMode mode) {
+  finish();  // one copy at a time
   if (bytes == 0) return;
-  std::lock_guard<std::mutex> run(run_mutex_);
-  size_t parts = bytes / kMinPart;
-  if (parts > threads_) parts = threads_;
-  if (parts > 1) start_locked();
-  if (parts > pool_.size() + 1) parts = pool_.size() + 1;
-  if (parts <= 1) {
-    copy_bytes(mode, dst, src, bytes);
-    return;
+  CopyWorkers& w = w_;
+  size_t helpers = bytes / kMinPart;  // threads worth waking, the caller included
+  if (helpers > w.threads_) helpers = w.threads_;
+  helpers = helpers > 1 ? helpers - 1 : 0;
+  if (helpers > 0) w.start_locked();
+  if (helpers > w.pool_.size()) helpers = w.pool_.size();
+  size_t parts = 1;
+  if (helpers > 0) {
+    parts = 2 * (helpers + 1);
+    if (parts > bytes / kMinClaim) parts = bytes / kMinClaim;
   }
   // Parts are whole pages (but the last) so that no two threads write the
   // same cache line or page; rounding may leave fewer parts.
   constexpr size_t kPage = 4096;
   size_t part = (bytes + parts - 1) / parts;
-  part = (part + kPage - 1) & ~(kPage - 1);
+  if (parts > 1) part = (part + kPage - 1) & ~(kPage - 1);
   parts = (bytes + part - 1) / part;
-  Job job{static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes, part, 0,
-          mode};
-  remaining_.store(static_cast<unsigned>(parts - 1), std::memory_order_relaxed);
-  for (unsigned i = 1; i < parts; ++i) {
-    Slot& slot = *slots_[i - 1];
+  Job& job = w.job_;
+  job = Job{static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes, part,
+            static_cast<uint32_t>(parts), job.gen + 1, mode};
+  // remaining_ before the claims open: a claim (acquire) sees it.
+  w.remaining_.store(static_cast<uint32_t>(parts), std::memory_order_relaxed);
+  w.claim_.store(uint64_t{job.gen} << 32, std::memory_order_release);
+  started_ = true;
+  for (size_t i = 0; i < helpers; ++i) {
+    Slot& slot = *w.slots_[i];
     {
-      // The worker reads job only after it saw seq move, and has finished
-      // with the previous one (remaining_ reached 0 before this copy began).
       std::lock_guard<std::mutex> lock(slot.mutex);
       slot.job = job;
-      slot.job.index = i;
       slot.seq.fetch_add(1, std::memory_order_release);
     }
     slot.wake.notify_one();
   }
-  copy_part(job, 0);
-  auto finished = [&] { return remaining_.load(std::memory_order_acquire) == 0; };
+}
+
+void CopyWorkers::Run::finish() noexcept {
+  if (!started_) return;
+  started_ = false;
+  CopyWorkers& w = w_;
+  w.copy_claimed(w.job_);
+  auto finished = [&] { return w.remaining_.load(std::memory_order_acquire) == 0; };
   if (!spin_until(finished)) {
-    std::unique_lock<std::mutex> lock(done_mutex_);
-    done_.wait(lock, finished);
+    std::unique_lock<std::mutex> lock(w.done_mutex_);
+    w.done_.wait(lock, finished);
   }
 }
 
@@ -124,11 +165,9 @@ void CopyWorkers::worker_main(Slot* slot) {
       seen = slot->seq.load(std::memory_order_relaxed);
       job = slot->job;
     }
-    copy_part(job, job.index);
-    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(done_mutex_);
-      done_.notify_one();
-    }
+    // A copy already finished (this worker woke late) has nothing left to
+    // claim: its generation is gone.
+    copy_claimed(job);
   }
 }
 

@@ -17,16 +17,28 @@ void staged_h2d(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& d
                 const void* src, size_t bytes, StreamHandle s, StoreMode stores) {
   const auto* from = static_cast<const unsigned char*>(src);
   const size_t piece = piece_bytes(bytes, ring.buffer_bytes(), ring.count());
+  CopyWorkers::Run run(workers);
+  // The DMA of piece i - 1 is enqueued while the workers copy piece i, so
+  // the threads do not stand idle during the driver calls of each piece.
+  StagingBuffer* last = nullptr;
+  size_t last_off = 0, last_n = 0;
+  auto enqueue_last = [&] {
+    dev.h2d(dst + last_off, last->host, last_n, s);
+    dev.event_record(last->done, s);
+    last->in_flight = true;
+  };
   for (size_t off = 0, i = 0; off < bytes; off += piece, ++i) {
     const size_t n = bytes - off < piece ? bytes - off : piece;
-    const size_t k = i % ring.count();
-    StagingBuffer& b = ring.buffer(k);
-    ring.wait(dev, k);  // its previous DMA (this copy's or an earlier one's)
-    workers.copy(b.host, from + off, n, stores);
-    dev.h2d(dst + off, b.host, n, s);
-    dev.event_record(b.done, s);
-    b.in_flight = true;
+    StagingBuffer& b = ring.buffer(i % ring.count());
+    ring.wait(dev, i % ring.count());  // its previous DMA (this copy's or an earlier one's)
+    run.start(b.host, from + off, n, stores);
+    if (last != nullptr) enqueue_last();  // a throw finishes the copy first (~Run)
+    run.finish();
+    last = &b;
+    last_off = off;
+    last_n = n;
   }
+  if (last != nullptr) enqueue_last();
 }
 
 void staged_d2h(StagingRing::Lease& ring, CopyWorkers& workers, StagingDevice& dev, void* dst,
