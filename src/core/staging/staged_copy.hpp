@@ -1,7 +1,8 @@
 // The staged copy pipelines. A copy is cut into pieces of at most one
 // buffer each (piece_bytes); piece i uses buffer i % count.
 // h2d: the workers copy piece i from the caller's memory into its buffer
-//   while the DMA of the pieces before it runs; before refilling a buffer
+//   while the DMA of the pieces before it runs (the caller enqueues piece
+//   i - 1's DMA while they start on piece i); before refilling a buffer
 //   the pipeline waits for that buffer's previous DMA (its event). Returns
 //   once every byte of src is in a buffer and every DMA is enqueued: the
 //   caller may reuse src, the last DMAs may still run (their events mark
