@@ -16,7 +16,12 @@
 #     --all     every entry (default: the entries of tier ci)
 #     NAME...   only these entries (any tier)
 # Knobs: MUTATE_DIR (default build-mutate), MUTATE_JOBS (default nproc),
-# MUTATE_TIMEOUT (seconds per suite run, default 120), MUTATE_ALL=1 (= --all).
+# MUTATE_TIMEOUT (seconds per suite run, default 120), MUTATE_ALL=1 (= --all),
+# MUTATE_BACKEND (host, the default, or cuda: the suites run on the GPU, the
+# build has the test kernels; with MUTATE_MESON_ARGS, e.g. -Dgpu_archs=90).
+# scripts/mutations-gpu.txt lists mutants only a GPU run can kill (stream
+# order, which the host backend's at-once streams cannot show):
+#   MUTATE_BACKEND=cuda scripts/mutate.sh --all --list scripts/mutations-gpu.txt
 # Writes $MUTATE_DIR/testlog-mutate.json, one Meson testlog line per entry
 # (plus one for the unmutated baseline), for scripts/summarize-tests.py. The
 # last line is `N killed, N survived, N stale, N broken`; the exit status is
@@ -43,6 +48,14 @@ build=$work/build
 log=$work/testlog-mutate.json
 jobs=${MUTATE_JOBS:-$(nproc)}
 limit=${MUTATE_TIMEOUT:-120}
+backend=${MUTATE_BACKEND:-host}
+case $backend in
+  host) kernels=""; setup_args=(-Dkernels=disabled) ;;
+  # shellcheck disable=SC2206
+  cuda) kernels=$build/tests/kernels/test_kernels.fatbin
+        setup_args=(-Dkernels=enabled ${MUTATE_MESON_ARGS:-}) ;;
+  *) echo "mutate: MUTATE_BACKEND is host or cuda, not '$backend'" >&2; exit 2 ;;
+esac
 mkdir -p "$work"
 : >"$log"
 
@@ -180,6 +193,7 @@ trap 'restore; exit 130' INT TERM
 # build SUITES...: the library and those suites, quietly; the output on failure.
 build() {
   local targets=("$lib")
+  [ -n "$kernels" ] && targets+=(tests/kernels/test_kernels.fatbin)
   local s
   for s in "$@"; do targets+=("tests/test_$s"); done
   ninja -C "$build" -j "$jobs" "${targets[@]}" >"$work/ninja.log" 2>&1
@@ -193,8 +207,8 @@ run_suites() {
   local s rc pool
   for s in "$@"; do
     for pool in 1 0; do
-    env -u METRALE_BACKEND CMOCKA_MESSAGE_OUTPUT=stdout METRALE_TEST_BACKEND=host \
-      METRALE_POOL=$pool METRALE_TEST_KERNELS= METRALE_LOG=warn timeout "$limit" \
+    env -u METRALE_BACKEND CMOCKA_MESSAGE_OUTPUT=stdout METRALE_TEST_BACKEND="$backend" \
+      METRALE_POOL=$pool METRALE_TEST_KERNELS="$kernels" METRALE_LOG=warn timeout "$limit" \
       "$build/tests/test_$s" >"$work/suite.log" 2>&1
     rc=$?
     if [ $rc -ne 0 ]; then
@@ -212,7 +226,7 @@ start=$SECONDS
 sync_tree || { echo "mutate: cannot copy the tree to $tree" >&2; exit 1; }
 if [ ! -f "$build/build.ninja" ]; then
   # Unoptimized, no debug info: a mutant compiles in less than half the time.
-  meson setup "$build" "$tree" -Dkernels=disabled -Dbuildtype=plain >"$work/setup.log" 2>&1 ||
+  meson setup "$build" "$tree" "${setup_args[@]}" -Dbuildtype=plain >"$work/setup.log" 2>&1 ||
     { cat "$work/setup.log"; echo "mutate: meson setup failed" >&2; exit 1; }
 fi
 

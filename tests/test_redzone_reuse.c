@@ -404,6 +404,66 @@ static void ordered_check_follows_the_freeing_stream(void** state) {
   mt_close(ctx);
 }
 
+/* Queues on s a write of `extra` bytes past the `bytes` of p, after a fill
+ * that keeps s busy for a while on a GPU (one warp over `slow_words`
+ * words): a check of p's pad queued anywhere but behind it on s runs
+ * before the overrun lands. */
+static void late_overrun(metrale_context_t* ctx, metrale_stream_t* s, metrale_devptr_t slow,
+                         uint64_t slow_words, metrale_devptr_t p, uint64_t bytes, uint64_t extra) {
+  uint32_t fill = 7u;
+  void* fill_params[] = {&slow, &fill, &slow_words};
+  const metrale_dim3_t one = {1, 1, 1}, warp = {32, 1, 1};
+  MT_OK(metrale_launch(ctx, mt_kernel(ctx, "fill_u32"), one, warp, 0, s, fill_params));
+  uint32_t value = 0x03030303u;
+  void* params[] = {&p, &bytes, &extra, &value};
+  const metrale_dim3_t grid = {(uint32_t)((bytes + extra + 255) / 256), 1, 1};
+  const metrale_dim3_t block = {256, 1, 1};
+  MT_OK(metrale_launch(ctx, mt_kernel(ctx, "overflow_write"), grid, block, 0, s, params));
+}
+
+/* One batch of freed blocks used on several streams: every block's check
+ * runs after all the work that used it. (a) Blocks freed on two streams:
+ * each stream gets its own pass, behind its own work. (b) A block marked
+ * with record_stream on another stream: its check waits for that stream
+ * too. The overruns land late on their stream (late_overrun), so a check
+ * queued on the first block's stream, or on the freeing stream alone, would
+ * run first and miss them. On the host backend stream work runs at once and
+ * this holds trivially; on a GPU it is the ordering under test. */
+static void checks_follow_every_stream_of_a_batch(void** state) {
+  (void)state;
+  for (int marked = 0; marked < 2; ++marked) {
+    metrale_context_t* ctx = open_rz("2");
+    if (ctx == NULL) skip();
+    mt_load_kernels(ctx);
+    metrale_stream_t *s1 = NULL, *s2 = NULL;
+    MT_OK(metrale_stream_create(ctx, &s1));
+    MT_OK(metrale_stream_create(ctx, &s2));
+    const uint64_t slow_words = 1u << 22, bytes = 4096, extra = 3;
+    metrale_devptr_t slow = 0, a = 0, b = 0;
+    MT_OK(metrale_alloc(ctx, slow_words * 4, &slow));
+    MT_OK(metrale_alloc_async(ctx, bytes, s1, &a));
+    MT_OK(metrale_alloc_async_at(ctx, bytes, marked ? s1 : s2, "late_site.c", 9, &b));
+    MT_OK(metrale_stream_synchronize(ctx, s1));
+    late_overrun(ctx, s2, slow, slow_words, b, bytes, extra);
+    if (marked) MT_OK(metrale_record_stream(ctx, b, s2));
+    MT_OK(metrale_free_async(ctx, a, s1));
+    MT_OK(metrale_free_async(ctx, b, marked ? s1 : s2)); /* the batch's check */
+    metrale_redzone_violation_t v[2];
+    size_t n = 0;
+    MT_STATUS(metrale_redzone_scan(ctx, v, 2, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+    MT_MESSAGE_HAS("late_site.c:9");
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].ptr, b);
+    assert_int_equal(v[0].bad_bytes, extra);
+    assert_int_equal(v[0].found, 0x03);
+    MT_OK(metrale_stream_synchronize(ctx, s2));
+    MT_OK(metrale_free(ctx, slow));
+    MT_OK(metrale_stream_destroy(ctx, s1));
+    MT_OK(metrale_stream_destroy(ctx, s2));
+    mt_close(ctx);
+  }
+}
+
 static void malformed_knob_fails_the_create(void** state) {
   (void)state;
   setenv("METRALE_REDZONE_VERIFY_BYTES", "12x", 1);
@@ -435,6 +495,7 @@ int main(void) {
       cmocka_unit_test(trim_oom_and_destroy_drain_the_list),
       cmocka_unit_test(check_waits_for_the_freeing_stream),
       cmocka_unit_test(ordered_check_follows_the_freeing_stream),
+      cmocka_unit_test(checks_follow_every_stream_of_a_batch),
       cmocka_unit_test(malformed_knob_fails_the_create),
   };
   return MT_RUN(tests);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -71,7 +72,16 @@ class LateDevice final : public StagingDevice {
       metrale::fail(METRALE_ERROR_DRIVER, "fake: cuMemcpyHtoDAsync failed (999)");
     }
     h2d_sizes.push_back(bytes);
-    queue.push_back({[=] { std::memcpy(&mem[dst - kBase], src, bytes); }, src});
+    // The staging buffer as it is when the DMA is enqueued: a real copy
+    // engine may read it at any moment from now on, so it must not change
+    // before the DMA runs (a write still in progress would be a torn copy).
+    auto enqueued = std::make_shared<std::vector<unsigned char>>(
+        static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
+    queue.push_back({[=] {
+                       if (std::memcmp(src, enqueued->data(), bytes) != 0) changed_under_dma = true;
+                       std::memcpy(&mem[dst - kBase], src, bytes);
+                     },
+                     src});
   }
   void d2h(void* dst, DevPtr src, size_t bytes, StreamHandle) override {
     d2h_sizes.push_back(bytes);
@@ -102,6 +112,7 @@ class LateDevice final : public StagingDevice {
   std::vector<size_t> h2d_sizes, d2h_sizes;  // every DMA enqueued, in order
   bool fail_sync = false;
   bool freed_with_pending_dma = false;
+  bool changed_under_dma = false;  // a buffer written between its DMA's enqueue and run
 };
 
 std::vector<unsigned char> random_bytes(size_t n, unsigned seed) {
@@ -138,6 +149,7 @@ void h2d_then_d2h_round_trips() {
       }
       ring.release(dev);
       CHECK(!dev.freed_with_pending_dma);
+      CHECK(!dev.changed_under_dma);
       CHECK(dev.live.empty());
       CHECK(dev.events_live == 0);
     }
@@ -175,6 +187,7 @@ void short_copies_are_cut_in_count_pieces() {
     for (size_t k : dev.h2d_sizes) total += k;
     CHECK(total == n && dev.h2d_sizes.front() == piece && dev.d2h_sizes == dev.h2d_sizes);
     ring.release(dev);
+    CHECK(!dev.changed_under_dma);
   }
 }
 
