@@ -67,10 +67,19 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
       }
       ptr = b->ptr;
       chunk_source_->block_handed_out(ptr, bytes + entry.pad);
-      entry.reserved = b->size;
-      entry.block = b;
-      // In place: no copy of the entry, the pad appended to the room made.
-      ledger_.commit_locked(ptr, [&](metrale::core::LedgerEntry& slot) { slot = entry; });
+      // In place, field by field (no copy of a whole entry: its 16-byte
+      // loads would wait for the 8-byte stores that built it), the pad
+      // appended to the room made.
+      ledger_.commit_locked(ptr, [&](metrale::core::LedgerEntry& slot) {
+        slot.bytes = bytes;
+        slot.reserved = b->size;
+        slot.pad = entry.pad;
+        slot.seq = entry.seq;
+        slot.site = entry.site;
+        slot.kind = kind;
+        slot.tag = entry.tag;
+        slot.block = b;
+      });
       count_alloc_held(bytes);
     }
   }
