@@ -1020,7 +1020,12 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
  * metrale_redzone_scan, metrale_pool_trim, the pool's out-of-memory retry
  * and metrale_context_destroy (0 for either knob: every free is checked at
  * once; a malformed value fails metrale_context_create with
- * INVALID_ARGUMENT). A check runs in stream order: the blocks freed on
+ * INVALID_ARGUMENT). Waiting blocks are memory the pool cannot reuse
+ * until their check starts, so the byte bound is also how often large
+ * blocks are checked: at the default, a loop of 64 MiB allocations starts
+ * a check every 16 frees (each a device launch) and holds up to 1 GiB
+ * back; a larger bound means fewer checks and more memory reserved.
+ * A check runs in stream order: the blocks freed on
  * one stream (and marked on no other with record_stream) get one device
  * pass queued on that stream, behind the work already there, which reads
  * each pad and its filled slack, notes what it finds and writes the
