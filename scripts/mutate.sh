@@ -15,7 +15,7 @@
 #   scripts/mutate.sh [--all] [--list FILE] [NAME...]
 #     --all     every entry (default: the entries of tier ci)
 #     NAME...   only these entries (any tier)
-# Knobs: MUTATE_DIR (default build-mutate), MUTATE_JOBS (default nproc),
+# Knobs: MUTATE_DIR (default build-mutate, build-mutate-cuda on cuda), MUTATE_JOBS (default nproc),
 # MUTATE_TIMEOUT (seconds per suite run, default 120), MUTATE_ALL=1 (= --all),
 # MUTATE_BACKEND (host, the default, or cuda: the suites run on the GPU, the
 # build has the test kernels; with MUTATE_MESON_ARGS, e.g. -Dgpu_archs=90).
@@ -41,14 +41,15 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-work=${MUTATE_DIR:-build-mutate}
+backend=${MUTATE_BACKEND:-host}
+# A build of its own per backend: the cuda one has the kernels.
+if [ "$backend" = cuda ]; then work=${MUTATE_DIR:-build-mutate-cuda}; else work=${MUTATE_DIR:-build-mutate}; fi
 case $work in /*) ;; *) work=$root/$work ;; esac
 tree=$work/tree
 build=$work/build
 log=$work/testlog-mutate.json
 jobs=${MUTATE_JOBS:-$(nproc)}
 limit=${MUTATE_TIMEOUT:-120}
-backend=${MUTATE_BACKEND:-host}
 case $backend in
   host) kernels=""; setup_args=(-Dkernels=disabled) ;;
   # shellcheck disable=SC2206
