@@ -57,6 +57,12 @@ case $backend in
         setup_args=(-Dkernels=enabled ${MUTATE_MESON_ARGS:-}) ;;
   *) echo "mutate: MUTATE_BACKEND is host or cuda, not '$backend'" >&2; exit 2 ;;
 esac
+# Without a driver the cuda suites skip, and every mutant would "survive".
+if [ "$backend" = cuda ] && ! { ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; } &&
+   ! ls /usr/lib/x86_64-linux-gnu/libcuda.so.1 /usr/lib64/libcuda.so.1 >/dev/null 2>&1; then
+  echo "mutate: MUTATE_BACKEND=cuda needs an NVIDIA driver (libcuda.so.1 not found)" >&2
+  exit 2
+fi
 mkdir -p "$work"
 : >"$log"
 
