@@ -359,6 +359,17 @@ static void check_waits_for_the_freeing_stream(void** state) {
   mt_close(ctx);
 }
 
+/* Queues on s the test kernel that writes `byte` over p's `bytes` and
+ * `extra` bytes past them (into the pad). */
+static void launch_overrun(metrale_context_t* ctx, metrale_stream_t* s, metrale_devptr_t p,
+                           uint64_t bytes, uint64_t extra, uint8_t byte) {
+  uint32_t value = byte * 0x01010101u;
+  void* params[] = {&p, &bytes, &extra, &value};
+  const metrale_dim3_t grid = {(uint32_t)((bytes + extra + 255) / 256), 1, 1};
+  const metrale_dim3_t block = {256, 1, 1};
+  MT_OK(metrale_launch(ctx, mt_kernel(ctx, "overflow_write"), grid, block, 0, s, params));
+}
+
 /* The stream-ordered check (batches above one): a kernel on s overruns a
  * pad and the block is freed on s with nothing waited for; the batch's
  * check is queued on s behind the kernel, so it sees the overrun, and the
@@ -373,13 +384,9 @@ static void ordered_check_follows_the_freeing_stream(void** state) {
   MT_OK(metrale_stream_create(ctx, &s));
   metrale_devptr_t p = 0, q = 0, r = 0;
   uint64_t bytes = 1 << 20, extra = 5;
-  uint32_t value = 0x02020202u;
   MT_OK(metrale_alloc_async_at(ctx, bytes, s, "kernel_site.c", 7, &p));
   MT_OK(metrale_alloc_async(ctx, 4096, s, &q));
-  void* params[] = {&p, &bytes, &extra, &value};
-  const metrale_dim3_t grid = {(uint32_t)((bytes + extra + 255) / 256), 1, 1};
-  const metrale_dim3_t block = {256, 1, 1};
-  MT_OK(metrale_launch(ctx, mt_kernel(ctx, "overflow_write"), grid, block, 0, s, params));
+  launch_overrun(ctx, s, p, bytes, extra, 0x02);
   MT_OK(metrale_free_async(ctx, p, s));
   MT_OK(metrale_free_async(ctx, q, s)); /* the second: the batch's check */
   assert_int_equal(stats(ctx).pads_pending, 0);
@@ -414,11 +421,7 @@ static void late_overrun(metrale_context_t* ctx, metrale_stream_t* s, metrale_de
   void* fill_params[] = {&slow, &fill, &slow_words};
   const metrale_dim3_t one = {1, 1, 1}, warp = {32, 1, 1};
   MT_OK(metrale_launch(ctx, mt_kernel(ctx, "fill_u32"), one, warp, 0, s, fill_params));
-  uint32_t value = 0x03030303u;
-  void* params[] = {&p, &bytes, &extra, &value};
-  const metrale_dim3_t grid = {(uint32_t)((bytes + extra + 255) / 256), 1, 1};
-  const metrale_dim3_t block = {256, 1, 1};
-  MT_OK(metrale_launch(ctx, mt_kernel(ctx, "overflow_write"), grid, block, 0, s, params));
+  launch_overrun(ctx, s, p, bytes, extra, 0x03);
 }
 
 /* One batch of freed blocks used on several streams: every block's check
@@ -464,6 +467,27 @@ static void checks_follow_every_stream_of_a_batch(void** state) {
   }
 }
 
+/* METRALE_REDZONE_VERIFY_BYTES: the blocks waiting for their check start
+ * one when their bytes reach the bound, long before the count does. */
+static void byte_bound_starts_a_check(void** state) {
+  (void)state;
+  setenv("METRALE_REDZONE_VERIFY_BYTES", "8192", 1);
+  metrale_context_t* ctx = open_rz(NULL); /* the count bound stays 256 */
+  unsetenv("METRALE_REDZONE_VERIFY_BYTES");
+  if (ctx == NULL) skip();
+  metrale_devptr_t a = 0, b = 0;
+  MT_OK(metrale_alloc(ctx, 4096, &a)); /* 4096 + 64 B: a 4608-byte block */
+  MT_OK(metrale_alloc(ctx, 4096, &b));
+  const uint64_t checks = stats(ctx).pad_checks;
+  MT_OK(metrale_free(ctx, a));
+  assert_int_equal(stats(ctx).pads_pending, 1); /* 4608 B wait: under the bound */
+  assert_int_equal(stats(ctx).pad_checks, checks);
+  MT_OK(metrale_free(ctx, b)); /* 9216 B: the bound is met */
+  assert_int_equal(stats(ctx).pads_pending, 0);
+  assert_int_equal(stats(ctx).pad_checks, checks + 1);
+  mt_close(ctx);
+}
+
 static void malformed_knob_fails_the_create(void** state) {
   (void)state;
   setenv("METRALE_REDZONE_VERIFY_BYTES", "12x", 1);
@@ -496,6 +520,7 @@ int main(void) {
       cmocka_unit_test(check_waits_for_the_freeing_stream),
       cmocka_unit_test(ordered_check_follows_the_freeing_stream),
       cmocka_unit_test(checks_follow_every_stream_of_a_batch),
+      cmocka_unit_test(byte_bound_starts_a_check),
       cmocka_unit_test(malformed_knob_fails_the_create),
   };
   return MT_RUN(tests);

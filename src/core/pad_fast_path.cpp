@@ -105,25 +105,26 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
     }
   }
   chunk_source_->block_handed_out(b->ptr, bytes + entry.pad);
-  if (entry.pad > 0) {
+  // The block goes back when the fill or the record fails: a failed call
+  // keeps nothing (the pool frees it in stream order, after a fill issued).
+  const auto give_back = [&]() noexcept {
     try {
-      prepare_pooled_pad(b, bytes, entry.pad, st, false, wait);
+      chunk_source_->block_returned(b->ptr);
+      pool_->free(b);
     } catch (...) {
-      try {
-        chunk_source_->block_returned(b->ptr);
-        pool_->free(b);
-      } catch (...) {
-        // The fill's error is the one the caller needs.
-      }
-      throw;
+      // The first error is the one the caller needs.
     }
-  }
-  entry.reserved = b->size;
-  entry.block = b;
-  {
+  };
+  try {
+    if (entry.pad > 0) prepare_pooled_pad(b, bytes, entry.pad, st, false, wait);
+    entry.reserved = b->size;
+    entry.block = b;
     std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
     ledger_.record_locked(b->ptr, entry, file, line);
     count_alloc_held(bytes);
+  } catch (...) {
+    give_back();  // the ledger's lock (the pool's) is released by now
+    throw;
   }
   log_large(bytes, file, line, b->ptr);
   return b->ptr;
@@ -150,6 +151,6 @@ bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::Ledg
   p->check_from = e.bytes;
   p->check_to = filled ? b->pattern.to : e.bytes + e.pad;
   p->held_bytes = b->size;
-  *run_pass = pad_verify_.commit_held(b->size);
+  *run_pass = pad_verify_.commit_held();
   return true;
 }

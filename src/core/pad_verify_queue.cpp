@@ -32,9 +32,8 @@ bool PadVerifyQueue::add(const PendingPad& p) {
 }
 
 bool PadVerifyQueue::add_held(const PendingPad& p) {
-  held_.push_back(p);
-  bytes_ += p.held_bytes;
-  return held_.size() >= limits_.count || bytes_ >= limits_.bytes;
+  emplace_held() = p;
+  return commit_held();
 }
 
 std::vector<PendingPad> PadVerifyQueue::take_all() {

@@ -61,10 +61,11 @@ class PadVerifyQueue {
   bool add_held(const PendingPad& p);
   // add_held in two steps, so the caller fills the entry in place (no copy
   // of a whole PendingPad per free): emplace_held makes room and may throw
-  // (nothing added then); commit_held counts it, true when a bound is met.
+  // (nothing added then); commit_held counts the entry emplaced last,
+  // true when a bound is met.
   PendingPad& emplace_held() { return held_.emplace_back(); }
-  bool commit_held(size_t held_bytes) {
-    bytes_ += held_bytes;
+  bool commit_held() {
+    bytes_ += held_.back().held_bytes;
     return held_.size() >= limits_.count || bytes_ >= limits_.bytes;
   }
   // Everything waiting, oldest first; the list is empty after. recycle()
