@@ -168,6 +168,11 @@
  *    - alloc, free, pinned host memory and waits for OTHER streams work on a
  *      thread that captures (the cuda backend steps into relaxed capture
  *      mode for them), the capture staying intact;
+ *    - a capture in global mode on ANOTHER thread (not this library's:
+ *      metrale_graph_begin_capture captures in thread-local mode; PyTorch's
+ *      graphs are global) stays intact while this library queries events
+ *      (metrale_event_query, the pool's and the red-zone check's own
+ *      queries), which the cuda backend does in relaxed mode as well;
  *    - launches skip debug_sync's wait and kernel timing, red-zone pad fills
  *      (alloc, poison) run at once and are never recorded, and
  *      metrale_redzone_scan refuses with CAPTURE when it would need the

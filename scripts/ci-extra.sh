@@ -22,6 +22,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 main=${1:-build}
+# Where ccache is installed (Meson then compiles through it), depend mode:
+# a cache miss costs no extra preprocessor run (~8% of a compile).
+export CCACHE_DEPEND=${CCACHE_DEPEND:-1}
 jobs=$(nproc)
 skip=" ${CI_EXTRA_SKIP:-} "
 san="-fno-sanitize-recover=all"

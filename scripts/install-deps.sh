@@ -18,6 +18,9 @@ command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need
 # sanitizer runtimes, and valgrind.
 command -v clang++ >/dev/null || need+=(clang)
 command -v valgrind >/dev/null || need+=(valgrind)
+# The mutation check restores each mutated header; Meson compiles through
+# ccache when it is installed, so that restore rebuilds from the cache.
+command -v ccache >/dev/null || need+=(ccache)
 clang_major=$(clang++ --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n 1)
 clang_major=${clang_major:-14}
 ls /usr/lib/llvm-"$clang_major"/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||

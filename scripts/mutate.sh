@@ -10,7 +10,9 @@
 # build in $MUTATE_DIR/build stays incremental), mutates the copy, and
 # restores each file after its entry (also on exit or interrupt; a copy left
 # mutated by a killed run differs from the real file and is rewritten by the
-# next run).
+# next run). Restoring a header rebuilds everything that includes it: with
+# ccache installed (scripts/install-deps.sh; Meson then compiles through it)
+# those objects come from the cache, which halves the cost of a header entry.
 #
 #   scripts/mutate.sh [--all] [--list FILE] [NAME...]
 #     --all     every entry (default: the entries of tier ci)

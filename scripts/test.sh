@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh || exit 1
 export PATH="$PATH:$HOME/.cargo/bin"
 build=${BUILD_DIR:-build}
+# Where ccache is installed (Meson then compiles through it), depend mode:
+# a cache miss costs no extra preprocessor run (~8% of a compile).
+export CCACHE_DEPEND=${CCACHE_DEPEND:-1}
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" || exit 1
 fi

@@ -3,7 +3,8 @@
  * pinned; a free the driver refuses leaves the ledger (entries, pads, bounds,
  * counters) exactly as it was; managed allocations do not move which
  * allocation METRALE_REDZONE_MIN_IDX picks; a plain invalid launch is an
- * error, not a lost context, and nothing waits for the device. */
+ * error, not a lost context, and nothing waits for the device; the
+ * library's event queries leave another thread's global capture intact. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -363,6 +364,94 @@ static void memory_pinned_through_the_driver_counts(void** state) {
   mt_close(ctx);
 }
 
+/* --- another thread's capture in global mode --------------------------------------------- */
+
+/* PyTorch captures its graphs in global mode: while it does, a query made by
+ * any other thread of the process is refused and invalidates that capture,
+ * unless the querying thread is in relaxed mode. The library queries events
+ * from whatever thread calls it (metrale_event_query, the pool's
+ * cross-stream reuse), so it must do so in relaxed mode. */
+typedef int (*cu_stream_create_fn)(void** s, unsigned flags);
+typedef int (*cu_stream_destroy_fn)(void* s);
+typedef int (*cu_stream_begin_capture_fn)(void* s, int mode);
+typedef int (*cu_stream_end_capture_fn)(void* s, void** graph);
+typedef int (*cu_graph_destroy_fn)(void* g);
+
+struct beside_capture {
+  metrale_context_t* ctx;
+  metrale_stream_t* a;
+  metrale_stream_t* b;
+  metrale_event_t* before; /* recorded before the capture began */
+  metrale_status_t query, reuse;
+  int done;
+};
+
+static void* query_beside_capture(void* arg) {
+  struct beside_capture* w = arg;
+  w->query = metrale_event_query(w->ctx, w->before, &w->done);
+  /* A block marked as used on b and freed on a waits for b's event: the
+   * next allocation queries it. */
+  metrale_devptr_t p = 0, q = 0;
+  w->reuse = metrale_alloc_async(w->ctx, 4096, w->a, &p);
+  if (w->reuse == METRALE_OK) w->reuse = metrale_record_stream(w->ctx, p, w->b);
+  if (w->reuse == METRALE_OK) w->reuse = metrale_free_async(w->ctx, p, w->a);
+  if (w->reuse == METRALE_OK) w->reuse = metrale_alloc_async(w->ctx, 4096, w->a, &q);
+  if (w->reuse == METRALE_OK) w->reuse = metrale_free_async(w->ctx, q, w->a);
+  return NULL;
+}
+
+static void queries_leave_another_threads_global_capture_intact(void** state) {
+  (void)state;
+  if (mt_backend() != METRALE_BACKEND_CUDA) {
+    print_message("skip: captures with the CUDA driver directly (cuda backend only)\n");
+    skip();
+  }
+  metrale_context_t* ctx = mt_open(NULL);
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  assert_non_null(lib);
+  cu_stream_create_fn stream_create = (cu_stream_create_fn)dlsym(lib, "cuStreamCreate");
+  cu_stream_destroy_fn stream_destroy = (cu_stream_destroy_fn)dlsym(lib, "cuStreamDestroy_v2");
+  cu_stream_begin_capture_fn begin =
+      (cu_stream_begin_capture_fn)dlsym(lib, "cuStreamBeginCapture_v2");
+  cu_stream_end_capture_fn end = (cu_stream_end_capture_fn)dlsym(lib, "cuStreamEndCapture");
+  cu_graph_destroy_fn graph_destroy = (cu_graph_destroy_fn)dlsym(lib, "cuGraphDestroy");
+  assert_true(stream_create && stream_destroy && begin && end && graph_destroy);
+  MT_OK(metrale_context_bind_thread(ctx)); /* the primary context, current */
+
+  struct beside_capture w = {.ctx = ctx, .done = -1};
+  MT_OK(metrale_stream_create(ctx, &w.a));
+  MT_OK(metrale_stream_create(ctx, &w.b));
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DISABLE_TIMING, &w.before));
+  MT_OK(metrale_event_record(ctx, w.before, w.a));
+  /* Warm: the pool's chunk exists, so nothing below allocates from the
+   * driver (relaxed already) and only the queries are at stake. */
+  metrale_devptr_t warm = 0;
+  MT_OK(metrale_alloc_async(ctx, 4096, w.a, &warm));
+  MT_OK(metrale_free_async(ctx, warm, w.a));
+  MT_OK(metrale_stream_synchronize(ctx, w.a));
+
+  void* cap = NULL;
+  assert_int_equal(stream_create(&cap, 0x1 /* CU_STREAM_NON_BLOCKING */), 0);
+  assert_int_equal(begin(cap, 0 /* CU_STREAM_CAPTURE_MODE_GLOBAL */), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, query_beside_capture, &w), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  void* graph = NULL;
+  const int ended = end(cap, &graph);
+
+  MT_OK(w.query);
+  assert_int_equal(w.done, 1);
+  MT_OK(w.reuse);
+  assert_int_equal(ended, 0); /* not CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
+  assert_non_null(graph);
+  assert_int_equal(graph_destroy(graph), 0);
+  assert_int_equal(stream_destroy(cap), 0);
+  MT_OK(metrale_event_destroy(ctx, w.before));
+  MT_OK(metrale_stream_destroy(ctx, w.b));
+  MT_OK(metrale_stream_destroy(ctx, w.a));
+  mt_close(ctx);
+}
+
 /* --- a plain invalid launch ------------------------------------------------------------- */
 
 static metrale_status_t return_user_status(const metrale_host_kernel_call_t* call, void* user) {
@@ -443,6 +532,7 @@ int main(void) {
       cmocka_unit_test(env_min_index_counts_device_allocations_only),
       cmocka_unit_test(memory_pinned_by_another_context_counts),
       cmocka_unit_test(memory_pinned_through_the_driver_counts),
+      cmocka_unit_test(queries_leave_another_threads_global_capture_intact),
       cmocka_unit_test(plain_launch_errors_do_not_latch),
   };
   return MT_RUN(tests);

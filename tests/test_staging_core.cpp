@@ -6,11 +6,13 @@
 // checks: every failure prints its line; exit status 1 when any failed.
 // Usage: test_staging_core [CASE]
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -348,6 +350,61 @@ void workers_split_copies() {
   CHECK(bad.load() == 0);
 }
 
+// A worker that wakes late for one copy (stalled between reading its job
+// and claiming, as preemption does) claims no part of the next copy: it
+// would copy the old copy's buffers in place of the new one's, and the new
+// copy would return with those parts never written.
+struct Stall {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int calls = 0;
+  bool stalled = false, released = false;
+};
+Stall* g_stall = nullptr;
+
+void stall_first_claim(uint32_t) {
+  Stall& s = *g_stall;
+  std::unique_lock<std::mutex> lock(s.mutex);
+  if (++s.calls == 1) {
+    s.stalled = true;
+    s.changed.notify_all();
+    s.changed.wait(lock, [&] { return s.released; });
+  } else {
+    s.changed.notify_all();  // the late claim is over
+  }
+}
+
+void late_worker_claims_nothing_of_the_next_copy() {
+  const size_t n = CopyWorkers::kMinPart * 2;  // the caller and one worker
+  CopyWorkers w(2);
+  Stall stall;
+  g_stall = &stall;
+  CopyWorkers::test_before_claim = stall_first_claim;
+  auto a = random_bytes(n, 1), c = random_bytes(n, 2);
+  std::vector<unsigned char> b(n, 0), d(n, 0);
+  {
+    CopyWorkers::Run run(w);
+    run.start(b.data(), a.data(), n, StoreMode::kCached);
+    {
+      std::unique_lock<std::mutex> lock(stall.mutex);
+      stall.changed.wait(lock, [&] { return stall.stalled; });
+    }
+    run.finish();  // the caller copies every part of the first copy
+    run.start(d.data(), c.data(), n, StoreMode::kCached);
+    {
+      std::unique_lock<std::mutex> lock(stall.mutex);
+      stall.released = true;
+      stall.changed.notify_all();
+      // The worker tries its late claim, then reads the second job.
+      stall.changed.wait(lock, [&] { return stall.calls >= 2; });
+    }
+    run.finish();
+  }
+  CopyWorkers::test_before_claim = nullptr;
+  CHECK(b == a);
+  CHECK(d == c);
+}
+
 // The streaming copy writes exactly [dst, dst + n) with src's bytes, for
 // every alignment of either side within a line and sizes around its
 // thresholds (below 4 lines it is a memcpy; lines, then a tail).
@@ -416,6 +473,7 @@ int main(int argc, char** argv) {
       {"errors_propagate", errors_propagate},
       {"one_lease_at_a_time", one_lease_at_a_time},
       {"workers_split_copies", workers_split_copies},
+      {"late_worker_claims_nothing_of_the_next_copy", late_worker_claims_nothing_of_the_next_copy},
       {"stream_copy_matches_memcpy", stream_copy_matches_memcpy},
       {"store_policies_parse", store_policies_parse},
       {"auto_policy_by_size", auto_policy_by_size},

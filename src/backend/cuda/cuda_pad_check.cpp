@@ -125,11 +125,11 @@ bool CudaBackend::pad_check_take(uint64_t t, bool wait, PadCheck* out) {
   // own work on that stream, which may be long. Only the ticket's owner
   // takes it, so the slot stays as it is meanwhile.
   CUresult rc;
-  if (wait) {
-    RelaxedCaptureMode relaxed(api_);  // a wait beside this thread's capture, as event_synchronize
-    rc = api_.eventSynchronize(done);
-  } else {
-    rc = api_.eventQuery(done);
+  {
+    // A wait beside this thread's capture, and a query beside another
+    // thread's global capture: as event_synchronize and event_query.
+    RelaxedCaptureMode relaxed(api_);
+    rc = wait ? api_.eventSynchronize(done) : api_.eventQuery(done);
   }
   if (rc == CUDA_ERROR_NOT_READY) return false;
   std::lock_guard<std::mutex> lock(redzone_mutex_);

@@ -117,6 +117,12 @@ void CudaBackend::event_synchronize(EventHandle e) {
 
 bool CudaBackend::event_query(EventHandle e) {
   make_current();
+  // A query is refused while another thread of the process captures in
+  // global mode (PyTorch's default for its graphs), and the refusal
+  // invalidates that thread's capture; the pool and the kernel timer query
+  // from any thread. Relaxed mode permits it: PyTorch's own caching
+  // allocator queries its events so (pytorch/pytorch PR 158352).
+  RelaxedCaptureMode relaxed(api_);
   CUresult rc = api_.eventQuery(as_event(e));
   if (rc == CUDA_SUCCESS) return true;
   if (rc == CUDA_ERROR_NOT_READY) return false;

@@ -165,6 +165,9 @@ void CopyWorkers::worker_main(Slot* slot) {
       seen = slot->seq.load(std::memory_order_relaxed);
       job = slot->job;
     }
+#ifdef METRALE_TEST_SEAMS
+    if (auto* seam = test_before_claim.load()) seam(job.gen);
+#endif
     // A copy already finished (this worker woke late) has nothing left to
     // claim: its generation is gone.
     copy_claimed(job);

@@ -57,6 +57,14 @@ class CopyWorkers {
 
   unsigned threads() const { return threads_; }
 
+#ifdef METRALE_TEST_SEAMS
+  // Tests only (tests/meson.build builds test_staging_core's own copy of
+  // these sources with it; the library never has it): called by a worker
+  // after it read a job and before it claims a part, so a test can stall
+  // it there, the window a preempted worker hits.
+  static inline std::atomic<void (*)(uint32_t gen)> test_before_claim{nullptr};
+#endif
+
   // Below this many bytes per thread, waking a thread costs more than it saves.
   static constexpr size_t kMinPart = size_t{256} << 10;
   // Parts are claimed, not assigned: about two per thread, at least this
