@@ -158,10 +158,78 @@ static void racing_double_free_frees_once(void** state) {
   mt_close(ctx);
 }
 
+/* The launch counter adds without a locked instruction, each thread on a
+ * line of its own: it must still count every launch, with more threads at
+ * once than there are lines (the rest share one) and with threads that
+ * take over the lines of threads gone. */
+enum { LAUNCHERS = 80, LAUNCHES = 3000 };
+static pthread_barrier_t g_start; /* all of a wave launch at once */
+
+typedef struct {
+  metrale_context_t* ctx;
+  metrale_kernel_t* kernel;
+  metrale_devptr_t p;
+  metrale_stream_t* stream; /* its own: launches on one stream take turns */
+  int failures;
+} launcher_t;
+
+static void* launch_many(void* arg) {
+  launcher_t* l = arg;
+  uint64_t n = 1;
+  uint32_t value = 7;
+  void* params[] = {&l->p, &value, &n};
+  metrale_dim3_t one = {1, 1, 1};
+  pthread_barrier_wait(&g_start);
+  for (int i = 0; i < LAUNCHES; ++i) {
+    if (metrale_launch(l->ctx, l->kernel, one, one, 0, l->stream, params) != METRALE_OK) {
+      ++l->failures;
+    }
+  }
+  return NULL;
+}
+
+static void launch_waves(launcher_t* l, int threads) {
+  pthread_t t[LAUNCHERS];
+  assert_int_equal(pthread_barrier_init(&g_start, NULL, (unsigned)threads), 0);
+  for (int i = 0; i < threads; ++i) {
+    assert_int_equal(pthread_create(&t[i], NULL, launch_many, &l[i]), 0);
+  }
+  for (int i = 0; i < threads; ++i) assert_int_equal(pthread_join(t[i], NULL), 0);
+  for (int i = 0; i < threads; ++i) assert_int_equal(l[i].failures, 0);
+  assert_int_equal(pthread_barrier_destroy(&g_start), 0);
+}
+
+static void launch_count_is_exact_across_threads(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_load_kernels(ctx);
+  launcher_t l[LAUNCHERS];
+  for (int i = 0; i < LAUNCHERS; ++i) {
+    l[i] = (launcher_t){ctx, mt_kernel(ctx, "fill_u32"), 0, NULL, 0};
+    MT_OK(metrale_alloc(ctx, sizeof(uint32_t), &l[i].p)); /* one per thread: no shared writes */
+    MT_OK(metrale_stream_create(ctx, &l[i].stream));
+  }
+  const uint64_t before = mt_counters(ctx).launches;
+  launch_waves(l, LAUNCHERS);
+  launch_waves(l, LAUNCHERS / 2); /* on lines the first wave left */
+  assert_int_equal(mt_counters(ctx).launches - before, (LAUNCHERS + LAUNCHERS / 2) * LAUNCHES);
+  MT_OK(metrale_counters_reset(ctx));
+  assert_int_equal(mt_counters(ctx).launches, 0);
+  launch_waves(l, 3);
+  assert_int_equal(mt_counters(ctx).launches, 3 * LAUNCHES);
+  for (int i = 0; i < LAUNCHERS; ++i) {
+    MT_OK(metrale_stream_synchronize(ctx, l[i].stream));
+    MT_OK(metrale_stream_destroy(ctx, l[i].stream));
+    MT_OK(metrale_free(ctx, l[i].p));
+  }
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(eight_threads_keep_ledger_exact),
       cmocka_unit_test(racing_double_free_frees_once),
+      cmocka_unit_test(launch_count_is_exact_across_threads),
   };
   return MT_RUN(tests);
 }

@@ -166,7 +166,7 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
   } catch (const Error& e) {
     fail_launch(kern, e);
   }
-  metrale::core::Counters::bump(counters_.launches);
+  counters_.launches.add();
 }
 
 // A launch with the trace, kernel timing or debug_sync on; handles and
@@ -210,7 +210,7 @@ void metrale_context::launch_observed(metrale::core::KernelObj* kern, metrale_di
     }
     fail_launch(kern, e);
   }
-  metrale::core::Counters::bump(counters_.launches);
+  counters_.launches.add();
   if (traced) trace_.push(entry);
 
   if (timed) {

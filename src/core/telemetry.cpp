@@ -4,7 +4,7 @@ namespace metrale::core {
 
 void Counters::snapshot(metrale_counters_t* out) const {
   auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
-  out->launches = get(launches);
+  out->launches = launches.load();
   out->graph_launches = get(graph_launches);
   out->stream_syncs = get(stream_syncs);
   out->h2d_copies = get(h2d_copies);
@@ -26,7 +26,8 @@ void Counters::snapshot(metrale_counters_t* out) const {
 }
 
 void Counters::reset() {
-  for (auto* c : {&launches, &graph_launches, &stream_syncs, &h2d_copies, &h2d_bytes, &d2h_copies,
+  launches.reset();
+  for (auto* c : {&graph_launches, &stream_syncs, &h2d_copies, &h2d_bytes, &d2h_copies,
                   &d2h_bytes, &d2d_copies, &d2d_bytes, &memsets, &memset_bytes, &allocs,
                   &alloc_bytes, &frees, &free_bytes, &kernel_lookups, &kernel_lookup_misses,
                   &pinned_source_waits, &timings_dropped}) {

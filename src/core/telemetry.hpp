@@ -8,15 +8,15 @@
 #include <mutex>
 #include <vector>
 
+#include "core/sharded_counter.hpp"
 #include "metrale_gpu.h"
 
 namespace metrale::core {
 
 struct Counters {
-  // launches gets a cache line of its own: every launching thread bumps it,
-  // and without it the copy and alloc counters beside it would share that
-  // line with the launch path (false sharing between threads).
-  alignas(64) std::atomic<uint64_t> launches{0};
+  // Bumped by every launch, from any thread: per-thread lines, no locked
+  // instruction (sharded_counter.hpp).
+  ShardedCounter launches;
   alignas(64) std::atomic<uint64_t> graph_launches{0}, stream_syncs{0};
   std::atomic<uint64_t> h2d_copies{0}, h2d_bytes{0}, d2h_copies{0}, d2h_bytes{0};
   std::atomic<uint64_t> d2d_copies{0}, d2d_bytes{0}, memsets{0}, memset_bytes{0};
