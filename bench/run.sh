@@ -11,7 +11,8 @@
 # PyTorch's caching allocator from C++ (built here against python3's torch
 # package, with common/alloc_trace for the pool trace) and torch/CuPy from
 # Python. A part that cannot run leaves a "skipped" entry saying why.
-# Without a driver it runs bench_ledger, bench_pinned and bench_pool on the
+# Without a driver it runs bench_ledger, bench_pinned, bench_pool and
+# bench_launch_host (the library's own launch path) on the
 # host backend (bench_pool with fewer repeats) and says so.
 # BENCH_LABEL names the machine in the results (e.g. "2-core CI machine");
 # BENCH_GIT_COMMIT gives the commit where the tree has no .git; BENCH_WORK_DIR keeps
@@ -57,7 +58,7 @@ else
     meson setup "$build" -Dtests=false || exit 1
   fi
   ninja -C "$build" bench/bench_ledger bench/bench_ledger_core bench/bench_pool_core bench/bench_pinned \
-    bench/bench_event_log || exit 1
+    bench/bench_event_log bench/bench_launch_host || exit 1
   # bench_pool is built only where cuda.h was found (for its raw anchors).
   pool_why="not built: meson found no cuda.h (bench_pool takes its types for the raw anchors)"
   if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^bench/bench_pool:'; then
@@ -163,6 +164,7 @@ else
   run_part bench_ledger_core "$build/bench/bench_ledger_core"
   run_part bench_event_log "$build/bench/bench_event_log" host
   run_part bench_pool_core "$build/bench/bench_pool_core"
+  run_part bench_launch_host "$build/bench/bench_launch_host"
   if [ -x "$build/bench/bench_pool" ]; then
     run_part bench_pool "$build/bench/bench_pool"
   else
