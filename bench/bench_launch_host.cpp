@@ -32,7 +32,7 @@ bool ok(metrale_status_t st, const char* call) {
 
 int main(int argc, char** argv) {
   Report report("bench_launch_host");
-  const std::string out = argc > 1 ? argv[1] : "-";
+  const std::string out = output_path(argc, argv);
   for (const char* var : {"METRALE_BACKEND", "METRALE_DEBUG_SYNC", "METRALE_KERNEL_TIMING",
                           "METRALE_TRACE"})
     unsetenv(var);

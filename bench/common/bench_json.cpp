@@ -1,6 +1,7 @@
 #include "bench_json.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -130,6 +131,16 @@ const CaseResult* find_case(const std::vector<CaseResult>& results, const std::s
   return nullptr;
 }
 
-std::string output_path(int argc, char** argv) { return argc > 1 ? argv[1] : "-"; }
+std::string output_path(int argc, char** argv) {
+  if (argc <= 1) return "-";
+  const std::string path = argv[1];
+  if (path.size() > 1 && path[0] == '-') {
+    // A flag (--help) is not a file to write the results to.
+    std::cerr << argv[0] << ": takes one argument, the JSON output path (- or none: stdout), not "
+              << path << "\n";
+    std::exit(2);
+  }
+  return path;
+}
 
 }  // namespace bench

@@ -62,7 +62,8 @@ void add_case(Report* report, const CaseResult& r, Entry e);
 // The result of case `id` in `results`; nullptr when absent.
 const CaseResult* find_case(const std::vector<CaseResult>& results, const std::string& id);
 
-// The fragment path: argv[1] when given, else "-".
+// The fragment path: argv[1] when given, else "-". A flag ("--help") is
+// refused with a usage line and exit status 2.
 std::string output_path(int argc, char** argv);
 
 }  // namespace bench
