@@ -306,6 +306,18 @@ static void memory_pinned_by_another_context_counts(void** state) {
   mt_close(a);
 }
 
+/* The CUDA driver itself, for tests that act behind the library's back
+ * (cuda backend only: the test skips elsewhere, saying what it does). */
+static void* cuda_driver_or_skip(const char* what) {
+  if (mt_backend() != METRALE_BACKEND_CUDA) {
+    print_message("skip: %s with the CUDA driver directly (cuda backend only)\n", what);
+    skip();
+  }
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  assert_non_null(lib);
+  return lib;
+}
+
 /* What PyTorch's pin_memory and the CUDA runtime do: pin through the driver
  * in the shared primary context, never telling this library. */
 typedef int (*cu_mem_host_alloc_fn)(void** p, size_t bytes, unsigned flags);
@@ -315,13 +327,8 @@ typedef int (*cu_mem_host_unregister_fn)(void* p);
 
 static void memory_pinned_through_the_driver_counts(void** state) {
   (void)state;
-  if (mt_backend() != METRALE_BACKEND_CUDA) {
-    print_message("skip: pins memory with the CUDA driver directly (cuda backend only)\n");
-    skip();
-  }
+  void* lib = cuda_driver_or_skip("pins memory");
   metrale_context_t* ctx = mt_open(NULL);
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  assert_non_null(lib);
   cu_mem_host_alloc_fn host_alloc = (cu_mem_host_alloc_fn)dlsym(lib, "cuMemHostAlloc");
   cu_mem_free_host_fn free_host = (cu_mem_free_host_fn)dlsym(lib, "cuMemFreeHost");
   cu_mem_host_register_fn host_register =
@@ -402,13 +409,8 @@ static void* query_beside_capture(void* arg) {
 
 static void queries_leave_another_threads_global_capture_intact(void** state) {
   (void)state;
-  if (mt_backend() != METRALE_BACKEND_CUDA) {
-    print_message("skip: captures with the CUDA driver directly (cuda backend only)\n");
-    skip();
-  }
+  void* lib = cuda_driver_or_skip("captures");
   metrale_context_t* ctx = mt_open(NULL);
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  assert_non_null(lib);
   cu_stream_create_fn stream_create = (cu_stream_create_fn)dlsym(lib, "cuStreamCreate");
   cu_stream_destroy_fn stream_destroy = (cu_stream_destroy_fn)dlsym(lib, "cuStreamDestroy_v2");
   cu_stream_begin_capture_fn begin =
