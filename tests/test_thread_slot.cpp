@@ -4,6 +4,8 @@
 // the atomic line, and the counter is exact through all of it.
 // Usage: test_thread_slot [CASE]
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <set>
 #include <thread>
@@ -68,6 +70,44 @@ void slots_are_given_back_at_exit() {
   for (uint32_t s : got) CHECK(s < ThreadSlot::kSlots);
 }
 
+// A child of fork() has only the forking thread: the slots of the parent's
+// other threads are free there, and taking one works (the lock is not left
+// held by a thread the child does not have).
+void fork_child_frees_the_other_threads_slots() {
+#if defined(__SANITIZE_THREAD__)
+  // TSan ends a child that starts threads after a multi-threaded fork.
+  std::printf("  skipped under TSan\n");
+  return;
+#endif
+  const uint32_t main_slot = ThreadSlot::mine();
+  pthread_barrier_t held, done;
+  pthread_barrier_init(&held, nullptr, 2);
+  pthread_barrier_init(&done, nullptr, 2);
+  std::thread other([&] {
+    ThreadSlot::mine();             // a slot held across the fork
+    pthread_barrier_wait(&held);
+    pthread_barrier_wait(&done);
+  });
+  pthread_barrier_wait(&held);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Every slot but this thread's is free: kSlots - 1 threads get one each.
+    std::vector<uint32_t> got(ThreadSlot::kSlots - 1);
+    all_at_once(ThreadSlot::kSlots - 1, [&](unsigned i) { got[i] = ThreadSlot::mine(); });
+    bool own = ThreadSlot::mine() == main_slot;
+    for (uint32_t s : got) own = own && s < ThreadSlot::kSlots && s != main_slot;
+    _exit(own ? 0 : 1);
+  }
+  CHECK(pid > 0);
+  int status = -1;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  pthread_barrier_wait(&done);
+  other.join();
+  pthread_barrier_destroy(&held);
+  pthread_barrier_destroy(&done);
+}
+
 void counter_is_exact_across_threads() {
   ShardedCounter c;
   const unsigned n = ThreadSlot::kSlots + 6;
@@ -92,6 +132,7 @@ int main(int argc, char** argv) {
   return core_check::run(argc, argv, {
       {"live_threads_have_their_own_slots", live_threads_have_their_own_slots},
       {"slots_are_given_back_at_exit", slots_are_given_back_at_exit},
+      {"fork_child_frees_the_other_threads_slots", fork_child_frees_the_other_threads_slots},
       {"counter_is_exact_across_threads", counter_is_exact_across_threads},
   });
 }

@@ -1,5 +1,7 @@
 #include "core/thread_slot.hpp"
 
+#include <pthread.h>
+
 #include <mutex>
 
 namespace metrale::core::thread_slot_detail {
@@ -28,9 +30,22 @@ struct Owner {
 };
 thread_local Owner t_owner;
 
+// fork(): the child has one thread, the forking one. The lock must not be
+// held by a thread that is not there (the prepare handler takes it), and
+// the other threads' slots are free again.
+void fork_prepare() { g_mutex.lock(); }
+void fork_parent() { g_mutex.unlock(); }
+void fork_child() {
+  const uint32_t mine = t_slot;
+  g_taken = mine < ThreadSlot::kSlots ? uint64_t{1} << mine : 0;
+  g_mutex.unlock();
+}
+
 }  // namespace
 
 uint32_t take() noexcept {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(fork_prepare, fork_parent, fork_child); });
   uint32_t slot = ThreadSlot::kShared;
   {
     std::lock_guard<std::mutex> lock(g_mutex);

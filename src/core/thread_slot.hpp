@@ -3,6 +3,7 @@
 // its first call and gives it back when it exits; the next thread to take
 // that slot continues after it (the hand-over is ordered by a mutex). Beyond
 // kSlots threads at once, the rest get kShared and must use atomic updates.
+// In a child of fork() only the forking thread keeps its slot.
 #pragma once
 
 #include <cstdint>
