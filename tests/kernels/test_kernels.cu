@@ -50,6 +50,17 @@ extern "C" __global__ void mixed_params(uint8_t a, uint16_t b, uint32_t c, uint6
 
 extern "C" __global__ void empty_kernel() {}
 
+// A gate for the stream-order tests: keeps its stream busy for `ns`
+// nanoseconds of the GPU's global timer, so work queued behind it lands
+// that much later than work queued on other streams meanwhile.
+extern "C" __global__ void spin_ns(uint64_t ns) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
 // The packing rule (include/metrale_gpu.h, "Kernel parameter layout"):
 // each kernel writes back what it received, so a buffer packed at other
 // offsets than nvcc's shows as wrong values. tests/test_arg_layout.c and

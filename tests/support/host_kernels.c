@@ -71,11 +71,20 @@ static metrale_status_t empty_kernel(const metrale_host_kernel_call_t* call, voi
   return METRALE_OK;
 }
 
+/* The host backend runs stream work at once: no stream is ever ahead of
+ * another, so the gate has nothing to hold back. */
+static metrale_status_t spin_ns(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  (void)user;
+  return METRALE_OK;
+}
+
 metrale_status_t mt_register_host_kernels(metrale_context_t* ctx, const char* module) {
   static const size_t fill_sizes[] = {8, 4, 8};
   static const size_t add_sizes[] = {8, 8, 8, 8};
   static const size_t overflow_sizes[] = {8, 8, 8, 4};
   static const size_t illegal_sizes[] = {8};
+  static const size_t spin_sizes[] = {8};
   static const size_t mixed_sizes[] = {1, 2, 4, 8, 4, 8, 1, 8};
   static const size_t no_sizes[1] = {0}; /* a kernel without parameters */
   struct {
@@ -90,6 +99,7 @@ metrale_status_t mt_register_host_kernels(metrale_context_t* ctx, const char* mo
       {"illegal_write", illegal_write, illegal_sizes, 1},
       {"mixed_params", mixed_params, mixed_sizes, 8},
       {"empty_kernel", empty_kernel, no_sizes, 0},
+      {"spin_ns", spin_ns, spin_sizes, 1},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i) {
     metrale_status_t s = metrale_module_register_host_params(ctx, module, table[i].name,
