@@ -7,7 +7,8 @@
 // fast path they were a tenth of all instructions. This is the classic
 // three-state futex mutex (Drepper, "Futexes Are Tricky", mutex 2): one
 // inline compare-exchange to lock and one exchange to unlock when there is
-// no contention; waiters sleep in the kernel, never spin for long. Not
+// no contention; waiters spin with a doubling backoff for some tens of
+// microseconds at most (fast_mutex.cpp says why), then sleep in the kernel. Not
 // recursive. Meets the Lockable requirements, so std::lock_guard and
 // std::unique_lock work with it. Linux only, like the rest of the library.
 #pragma once
