@@ -44,8 +44,10 @@ void fork_child() {
 }  // namespace
 
 uint32_t take() noexcept {
-  static std::once_flag once;
-  std::call_once(once, [] { pthread_atfork(fork_prepare, fork_parent, fork_child); });
+  // Once per process; a function-local static, not std::call_once, which
+  // may throw out of this noexcept function.
+  static const int atfork = pthread_atfork(fork_prepare, fork_parent, fork_child);
+  (void)atfork;
   uint32_t slot = ThreadSlot::kShared;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
