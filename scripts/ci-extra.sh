@@ -3,7 +3,7 @@
 # directory:
 #   1. ASan+UBSan (gcc, stop at the first report) build + the whole suite
 #   2. TSan build + the concurrent suites: stress (a smaller count), threads
-#      (with thread_slot),
+#      (with thread_slot and fast_mutex),
 #      races, reentry, handles, logging, pool (16 threads on 16 streams with
 #      cross-stream frees; the pool class's own threads case), quarantine
 #   3. valgrind over the host suite, reusing the main build
@@ -50,6 +50,8 @@ setup_once() {
 # unsanitized builds fold the comparison away, sanitized ones do not link.)
 build_suites() {
   local targets
+  # A meson.build changed since the setup: regenerate before listing.
+  ninja -C "$1" build.ninja >/dev/null || return 1
   # (tests/lib*.so: modules a suite loads, e.g. the fake NVTX tool;
   # tests/write_report: the program multi_merge_ledger_reports runs)
   targets=$(ninja -C "$1" -t targets all |
@@ -97,7 +99,7 @@ fi
 if ! skipped tsan; then
   step "TSan build, the stress, threads, races, reentry, handles, logging, pool, quarantine and staging suites"
   if setup_once build-tsan -Db_sanitize=thread -Dkernels=disabled -Ddefault_library=shared &&
-      build_suites build-tsan 'stress|threads|thread_slot|races|reentry|handles|logging|pool|quarantine|pool_core|staging|staging_core'; then
+      build_suites build-tsan 'stress|threads|thread_slot|fast_mutex|races|reentry|handles|logging|pool|quarantine|pool_core|staging|staging_core'; then
     METRALE_STRESS_OPS=${TSAN_STRESS_OPS:-50000} TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
       run_tests build-tsan tsan --suite stress --suite threads --suite races --suite reentry \
         --suite handles --suite logging --suite pool --suite quarantine --suite staging
