@@ -431,8 +431,10 @@ static void warm_up_checks(metrale_context_t* ctx, metrale_stream_t* s, uint64_t
   metrale_devptr_t p = 0, q = 0;
   MT_OK(metrale_alloc_async(ctx, bytes, s, &p));
   MT_OK(metrale_alloc_async(ctx, bytes, s, &q));
+  const uint64_t checks = stats(ctx).pad_checks;
   MT_OK(metrale_free_async(ctx, p, s));
   MT_OK(metrale_free_async(ctx, q, s));
+  assert_int_equal(stats(ctx).pad_checks, checks + 1); /* the batch of two started it */
   size_t n = 1;
   MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n));
   assert_int_equal(n, 0);
