@@ -18,13 +18,18 @@ using metrale::core::pool::PatternRange;
 
 namespace {
 
-void log_large(size_t bytes, const char* file, int line, uint64_t ptr) {
+[[gnu::noinline]] void log_large_slow(size_t bytes, const char* file, int line, uint64_t ptr) {
   // As alloc_unlogged: should_log first, the arguments are strings.
-  if (bytes >= (size_t{32} << 20) && metrale::core::log().should_log(spdlog::level::debug)) {
+  if (metrale::core::log().should_log(spdlog::level::debug)) {
     metrale::core::log().debug("alloc {} at {}:{} (device ptr {})",
                                metrale::core::human_bytes(bytes), file, line,
                                metrale::core::hex(ptr));
   }
+}
+
+// The size test inline: most allocations are small and make no call.
+inline void log_large(size_t bytes, const char* file, int line, uint64_t ptr) {
+  if (bytes >= (size_t{32} << 20)) [[unlikely]] log_large_slow(bytes, file, line, ptr);
 }
 
 }  // namespace

@@ -132,7 +132,24 @@ void RegionMap::check(std::initializer_list<CheckedRange> ranges) const {
 
 void RegionMap::check(const CheckedRange* ranges, size_t n) const {
   std::shared_lock<std::shared_mutex> lock(mutex_);
-  for (size_t i = 0; i < n; ++i) check_locked(ranges[i]);
+  check_all_locked(ranges, n);
+}
+
+void RegionMap::check_all_locked(const CheckedRange* ranges, size_t n) const {
+  const Region* last = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const CheckedRange& range = ranges[i];
+    if (range.bytes == 0) continue;
+    if (last != nullptr && range.ptr - last->base < last->bytes &&
+        range.bytes <= last->bytes - (range.ptr - last->base)) {
+      continue;
+    }
+    auto it = holding_locked(range.ptr);
+    if (it == regions_.end() || range.bytes > it->second.bytes - (range.ptr - it->second.base)) {
+      check_locked(range);  // throws, naming the range
+    }
+    last = &it->second;
+  }
 }
 
 size_t RegionMap::size() const {

@@ -59,7 +59,7 @@ class RegionMap {
   template <typename Fn>
   void access(const CheckedRange* ranges, size_t n, Fn&& fn) const {
     std::shared_lock<std::shared_mutex> lock(mutex_);
-    for (size_t i = 0; i < n; ++i) check_locked(ranges[i]);
+    check_all_locked(ranges, n);
     fn();
   }
 
@@ -70,6 +70,9 @@ class RegionMap {
 
  private:
   void check_locked(const CheckedRange& r) const;
+  // check_locked over an array; a range inside the region the one before
+  // it hit needs no map lookup (a batch of pads mostly lies in few chunks).
+  void check_all_locked(const CheckedRange* ranges, size_t n) const;
   // The region whose span holds ptr; end() when none.
   std::map<uintptr_t, Region>::const_iterator holding_locked(uintptr_t ptr) const;
   bool overlaps_locked(uintptr_t base, size_t bytes, const Region** hit) const;
