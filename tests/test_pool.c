@@ -347,6 +347,46 @@ static void a_block_marked_on_a_capturing_stream_waits_for_it(void** state) {
   mt_close(ctx);
 }
 
+/* The same refusal for a padded block (it waits for its red-zone check on
+ * a list) and a quarantined one (it waits in the quarantine): both reached
+ * the pool after the call had said OK, so the free answered OK while the
+ * block stayed marked on the capturing stream. */
+static void a_padded_or_quarantined_block_marked_on_a_capture_is_refused(void** state) {
+  (void)state;
+  for (int quarantine = 0; quarantine <= 1; ++quarantine) {
+    metrale_context_options_t o = mt_options();
+    o.redzone_bytes = 64;
+    o.quarantine_bytes = quarantine ? (size_t)1 << 20 : 0;
+    metrale_context_t* ctx = mt_open(&o);
+    if (!mt_pool_on(ctx)) {
+      mt_close(ctx);
+      print_message("skip: the pool is off (METRALE_POOL=0)\n");
+      skip();
+    }
+    metrale_stream_t *home = NULL, *marked = NULL;
+    MT_OK(metrale_stream_create(ctx, &home));
+    MT_OK(metrale_stream_create(ctx, &marked));
+    metrale_devptr_t a = 0;
+    MT_OK(metrale_alloc_async(ctx, 1000, home, &a));
+    MT_OK(metrale_graph_begin_capture(ctx, marked));
+    MT_OK(metrale_record_stream(ctx, a, marked));
+    const metrale_counters_t before = mt_counters(ctx);
+    MT_STATUS(metrale_free_async(ctx, a, home), METRALE_ERROR_CAPTURE);
+    MT_MESSAGE_HAS("metrale_record_stream");
+    MT_STATUS(metrale_free(ctx, a), METRALE_ERROR_CAPTURE);
+    assert_int_equal(mt_ledger(ctx).count, 1); /* nothing freed */
+    assert_int_equal(mt_counters(ctx).frees, before.frees);
+    metrale_graph_t* g = NULL;
+    MT_OK(metrale_graph_end_capture(ctx, marked, &g));
+    MT_OK(metrale_free_async(ctx, a, home));
+    assert_int_equal(mt_ledger(ctx).count, 0);
+    MT_OK(metrale_graph_destroy(ctx, g));
+    MT_OK(metrale_stream_destroy(ctx, home));
+    MT_OK(metrale_stream_destroy(ctx, marked));
+    mt_close(ctx);
+  }
+}
+
 /* Found by the fuzzer's teardown check: a free deferred by a stream's
  * capture, then that stream destroyed while still capturing. The deferred
  * free was released on the stream while it still captured, failed with
@@ -641,6 +681,7 @@ int main(void) {
       cmocka_unit_test(capture_allocs_fresh_memory_and_defers_frees),
       cmocka_unit_test(a_wrong_end_does_not_hide_an_open_capture),
       cmocka_unit_test(a_block_marked_on_a_capturing_stream_waits_for_it),
+      cmocka_unit_test(a_padded_or_quarantined_block_marked_on_a_capture_is_refused),
       cmocka_unit_test(destroying_a_capturing_stream_gives_back_its_deferred_frees),
       cmocka_unit_test(a_sweep_waits_for_the_captures_that_use_a_block),
       cmocka_unit_test(a_destroyed_stream_leaves_nothing_behind),

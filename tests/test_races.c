@@ -1,8 +1,9 @@
 /* Rule 4 of the header, concurrency with free: a red-zone scan racing
  * frees on other threads stays exact (no INVALID_ARGUMENT, no blame on a
  * block that reused a freed address, a real overflow still found), a sweep
- * racing frees keeps the counters balanced, and kernel timing stays bounded
- * over long runs without a read. */
+ * racing frees keeps the counters balanced, a stream destroyed while
+ * red-zone passes run loses no block and leaves no dead stream in the pool,
+ * and kernel timing stays bounded over long runs without a read. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -314,6 +315,89 @@ static void sweep_racing_frees_keeps_counters_exact(void** state) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Streams destroyed while red-zone passes run                          */
+/* ------------------------------------------------------------------ */
+
+/* A pass (here from trims and scans on other threads) takes freed padded
+ * blocks off the check list and frees them on the streams they were freed
+ * on; a stream destroyed meanwhile must not be retired under it. Once it
+ * was: blocks stayed handed out for good (blocks_in_use > 0 with nothing
+ * live) and the pool kept the dead stream, so later trims and allocations
+ * on new streams failed with INVALID_ARGUMENT. */
+typedef struct {
+  metrale_context_t* ctx;
+  atomic_int* done;
+  int failures;
+} retire_worker_t;
+
+static void* create_use_destroy(void* arg) {
+  retire_worker_t* w = arg;
+  for (int r = 0; r < 1500; ++r) {
+    metrale_stream_t* s = NULL;
+    if (metrale_stream_create(w->ctx, &s) != METRALE_OK) {
+      w->failures++;
+      continue;
+    }
+    metrale_devptr_t p[4] = {0};
+    for (int i = 0; i < 4; ++i) {
+      if (metrale_alloc_async(w->ctx, 100 + (size_t)i * 700, s, &p[i]) != METRALE_OK) w->failures++;
+    }
+    if (p[0] != 0 && metrale_record_stream(w->ctx, p[0], NULL) != METRALE_OK) w->failures++;
+    for (int i = 0; i < 4; ++i) {
+      if (p[i] != 0 && metrale_free_async(w->ctx, p[i], s) != METRALE_OK) w->failures++;
+    }
+    if (metrale_stream_destroy(w->ctx, s) != METRALE_OK) w->failures++;
+  }
+  atomic_store(w->done, 1);
+  return NULL;
+}
+
+static void* trim_and_scan(void* arg) {
+  retire_worker_t* w = arg;
+  for (int i = 0; !atomic_load(w->done); ++i) {
+    size_t count = 0;
+    metrale_status_t st = (i & 1) ? metrale_redzone_scan(w->ctx, NULL, 0, &count)
+                                  : metrale_pool_trim(w->ctx, 0, NULL);
+    if (st != METRALE_OK) w->failures++;
+  }
+  return NULL;
+}
+
+static void streams_destroyed_beside_passes_lose_nothing(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_with_pad(PAD);
+  atomic_int done = 0;
+  retire_worker_t a = {ctx, &done, 0}, b = {ctx, &done, 0};
+  pthread_t ta, tb;
+  assert_int_equal(pthread_create(&ta, NULL, create_use_destroy, &a), 0);
+  assert_int_equal(pthread_create(&tb, NULL, trim_and_scan, &b), 0);
+  assert_int_equal(pthread_join(ta, NULL), 0);
+  assert_int_equal(pthread_join(tb, NULL), 0);
+  assert_int_equal(a.failures, 0);
+  assert_int_equal(b.failures, 0);
+  size_t count = 0;
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &count));
+  MT_OK(metrale_stream_synchronize(ctx, NULL));
+  MT_OK(metrale_pool_trim(ctx, 0, NULL));
+  assert_int_equal(mt_ledger(ctx).count, 0);
+  metrale_pool_stats_t ps;
+  ps.struct_size = sizeof ps;
+  MT_OK(metrale_pool_stats(ctx, &ps));
+  assert_int_equal(ps.blocks_in_use, 0);
+  assert_int_equal(ps.in_use_bytes, 0);
+  if (mt_pool_on(ctx)) assert_int_equal(ps.reserved_bytes, 0);
+  /* The pool names no dead stream: a new stream allocates and trims. */
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc_async(ctx, 4096, s, &p));
+  MT_OK(metrale_free_async(ctx, p, s));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  MT_OK(metrale_pool_trim(ctx, 0, NULL));
+  mt_close(ctx);
+}
+
+/* ------------------------------------------------------------------ */
 /* Kernel timing stays bounded                                          */
 /* ------------------------------------------------------------------ */
 
@@ -493,6 +577,7 @@ int main(void) {
       cmocka_unit_test(scan_racing_frees_reports_only_the_real_overflow),
       cmocka_unit_test(scan_and_poison_racing_frees_stay_clean),
       cmocka_unit_test(sweep_racing_frees_keeps_counters_exact),
+      cmocka_unit_test(streams_destroyed_beside_passes_lose_nothing),
       cmocka_unit_test(timing_200k_launches_stays_bounded_and_exact),
       cmocka_unit_test(timing_rows_are_capped_and_drops_counted),
       cmocka_unit_test(timing_reads_race_launches),

@@ -125,6 +125,12 @@ void metrale_context::release_everything() noexcept {
   // Every padded block freed so far (the sweep's too) is checked and goes
   // back to the pool before it is destroyed; overwritten pads are logged.
   verify_freed_pads(true);
+  {
+    // Streams whose destroy a host kernel left to a pass: retired while
+    // the pool and the backend still exist.
+    std::lock_guard<std::mutex> serial(verify_mutex_);
+    run_retirements_locked();
+  }
   quietly([&] { event_log_.close(); });  // after the sweep's frees; flushes the file
   if (quarantine_) release_quarantined(quarantine_->drain());
   if (backend_) staging_.release(*backend_);  // its DMAs finish before its streams go

@@ -420,6 +420,22 @@ struct metrale_context {
   void defer_free(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on);
   void release_deferred(StreamHandle h) noexcept;
   void retarget_deferred(StreamHandle gone);  // `gone` is being destroyed
+  // The end of a stream's destroy (stream_retire.cpp): the pool retires the
+  // handle, then the backend destroys it (owns_backend). With red zones on
+  // never beside a red-zone pass, which may still free blocks on it: under
+  // verify_mutex_, or, from a destroy that must not wait for a pass (inside
+  // a host kernel or a pass), queued for the mutex's holder to run.
+  struct Retirement {
+    StreamHandle handle;
+    bool owns_backend;
+  };
+  void retire_stream_handle(Retirement r);
+  void finish_retirement(const Retirement& r, bool report);
+  void run_retirements_locked() noexcept;  // verify_mutex_ held
+  void drain_retirements() noexcept;       // verify_mutex_ not held by this thread
+  static bool in_verify_pass() noexcept;   // pad_verify_ops.cpp
+  std::mutex retire_mutex_;
+  std::vector<Retirement> retire_later_;  // under retire_mutex_
   // A pooled block whose free (on `on`, or its own stream) or a
   // record_stream use would land in an open capture: that stream, else 0.
   // deferred_mutex_ held.

@@ -240,6 +240,17 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
         on = StreamHandle{~0ull};
       }
     }
+    if (on != StreamHandle{~0ull} && e.block != nullptr && (e.pad > 0 || quarantine_takes(e)) &&
+        captures_open_.load(std::memory_order_acquire) != 0 &&
+        device([&] { return pool_->capturing_use_of(e.block); }) != 0) {
+      // A padded or quarantined block reaches the pool later, from a list,
+      // where the pool's own refusal would come too late for this call: the
+      // same answer now, with nothing freed (as a padless block gets).
+      fail(METRALE_ERROR_CAPTURE,
+           "the block was marked as used on a stream that is capturing a graph "
+           "(metrale_record_stream): its free would record an event into that graph; free it "
+           "after the capture ends");
+    }
     if (on == StreamHandle{~0ull}) {
       // deferred to the capture's end
     } else if (quarantine_takes(e)) {

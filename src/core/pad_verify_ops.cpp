@@ -100,8 +100,11 @@ void metrale_context::verify_freed_pads(bool wait_for_other_pass) noexcept {
   }
   t_in_pass = false;
   serial.unlock();
+  drain_retirements();  // streams destroyed meanwhile by host kernels
   report_freed_pads(reports);
 }
+
+bool metrale_context::in_verify_pass() noexcept { return t_in_pass; }
 
 void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   std::vector<PendingPad> batch = pad_verify_.take_all();

@@ -92,22 +92,8 @@ void metrale_context::stream_destroy(metrale_stream* s) {
   if (pool_) release_deferred(h);
   if (quarantine_) quarantine_->retarget(h, default_stream_->handle);
   pad_verify_.retarget(h, default_stream_->handle);
-  if (pool_) {
-    try {
-      retarget_deferred(h);
-      pool_->retire_stream(h, default_stream_->handle);
-    } catch (const std::exception& ex) {
-      metrale::core::log().debug("pool: retiring stream failed: {}", ex.what());
-    }
-  }
-  if (!owns_backend) return;  // the native stream stays its owner's
-  // A lost context still gives the handle back: destroy is a release, not work.
-  try {
-    backend_->stream_destroy(h);
-  } catch (const Error& e) {
-    if (e.status() == METRALE_ERROR_CONTEXT_LOST) fault_.latch(e.what());
-    if (!fault_.lost()) throw;
-  }
+  // The pool forgets it and the backend destroys it (stream_retire.cpp).
+  retire_stream_handle(Retirement{h, owns_backend});
 }
 
 void metrale_context::stream_synchronize(metrale_stream* s) {

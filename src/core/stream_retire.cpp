@@ -1,0 +1,100 @@
+// The end of metrale_stream_destroy: the pool retires the stream's handle
+// (after its work: pool_streams.cpp) and the backend destroys it.
+//
+// A red-zone pass (pad_verify_ops.cpp) takes its blocks off the check list
+// and frees them on the streams they were freed on; a destroy's retarget of
+// the list does not reach a batch already taken. Had the pool retired the
+// stream before the pass frees such a block there, the pool would keep a
+// state for a dead stream (its event records fail for good: later trims
+// and allocations fail, the block stays handed out). So with red zones on,
+// retiring never runs beside a pass: under verify_mutex_. A destroy that
+// must not wait for a pass (inside a host kernel, whose stream the pass
+// may be waiting for, or inside the pass itself) queues its retirement, and
+// whoever holds the mutex runs the queue when it lets go.
+#include "core/context.hpp"
+#include "core/log.hpp"
+
+using metrale::Error;
+
+void metrale_context::retire_stream_handle(Retirement r) {
+  const bool passes = pool_ != nullptr && opts_.redzone_bytes > 0;
+  if (!passes) {
+    finish_retirement(r, true);
+    return;
+  }
+  if (!in_verify_pass() && !backend_->in_stream_work(0)) {
+    std::exception_ptr failed;
+    {
+      std::lock_guard<std::mutex> serial(verify_mutex_);
+      try {
+        finish_retirement(r, true);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      run_retirements_locked();
+    }
+    drain_retirements();
+    if (failed != nullptr) std::rethrow_exception(failed);
+    return;
+  }
+  try {
+    std::lock_guard<std::mutex> lock(retire_mutex_);
+    retire_later_.push_back(r);
+  } catch (const std::bad_alloc&) {
+    finish_retirement(r, true);  // no room to queue it: at once, as without red zones
+    return;
+  }
+  // Inside a pass the pass runs it as it ends; else whoever holds the mutex.
+  if (!in_verify_pass()) drain_retirements();
+}
+
+void metrale_context::finish_retirement(const Retirement& r, bool report) {
+  if (pool_) {
+    try {
+      retarget_deferred(r.handle);
+      pool_->retire_stream(r.handle, default_stream_->handle);
+    } catch (const std::exception& ex) {
+      metrale::core::log().debug("pool: retiring stream failed: {}", ex.what());
+    }
+  }
+  if (!r.owns_backend) return;  // the native stream stays its owner's
+  // A lost context still gives the handle back: destroy is a release, not work.
+  try {
+    backend_->stream_destroy(r.handle);
+  } catch (const Error& e) {
+    if (e.status() == METRALE_ERROR_CONTEXT_LOST) fault_.latch(e.what());
+    if (fault_.lost()) return;
+    if (report) throw;
+    // Queued: its caller has returned OK; the log is all that can tell.
+    metrale::core::log().warn("destroying a stream after a red-zone pass failed: {}", e.what());
+  }
+}
+
+void metrale_context::run_retirements_locked() noexcept {
+  std::vector<Retirement> todo;
+  {
+    std::lock_guard<std::mutex> lock(retire_mutex_);
+    todo.swap(retire_later_);
+  }
+  for (const Retirement& r : todo) {
+    try {
+      finish_retirement(r, false);
+    } catch (...) {
+      // finish_retirement(..., false) logs; nothing reaches here.
+    }
+  }
+}
+
+void metrale_context::drain_retirements() noexcept {
+  // A destroy queues before it tries the mutex, and a holder looks again
+  // after letting go: one of the two runs every queued retirement.
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(retire_mutex_);
+      if (retire_later_.empty()) return;
+    }
+    std::unique_lock<std::mutex> serial(verify_mutex_, std::try_to_lock);
+    if (!serial.owns_lock()) return;  // its holder looks after letting go
+    run_retirements_locked();
+  }
+}
