@@ -348,7 +348,10 @@
  *      replay, as with driver memory.
  *    - metrale_stream_destroy waits for the work of that stream before the
  *      pool hands out what it freed or used; its cached blocks pass to the
- *      default stream.
+ *      default stream. With red zones on it also waits for a red-zone check
+ *      of freed blocks that another thread is running (that check may
+ *      still free blocks on the stream); called from a host kernel it does
+ *      not wait, and the check's end completes the pool's part.
  *    - Thread-safe: one lock guards the pool; a chunk allocation from the
  *      driver is made with it held.
  */
