@@ -102,6 +102,35 @@ static void freed_overrun_is_reported_with_both_sites(void** state) {
   mt_close(ctx);
 }
 
+/* A free made while the block's stream captures waits for the capture's
+ * end; its site (copied at the call: the caller's buffer changes after)
+ * still names the free in the report. It once said "<unknown>:0". */
+static void a_free_deferred_by_a_capture_keeps_its_site(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz(NULL);
+  if (ctx == NULL) skip();
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc_async_at(ctx, 600, s, "alloc_site.c", 66, &p));
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  smash(ctx, p, 600, 2);
+  char site[32] = "capture_free.c";
+  MT_OK(metrale_graph_begin_capture(ctx, s));
+  MT_OK(metrale_free_at(ctx, p, site, 77));
+  strcpy(site, "overwritten.c");
+  metrale_graph_t* g = NULL;
+  MT_OK(metrale_graph_end_capture(ctx, s, &g));
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_MESSAGE_HAS("alloc_site.c:66");
+  MT_MESSAGE_HAS("freed at capture_free.c:77");
+  assert_int_equal(n, 1);
+  MT_OK(metrale_graph_destroy(ctx, g));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
 /* With the default batch nothing is checked at the free; the scan checks
  * the waiting block and reports it, with its tag. */
 static void scan_checks_waiting_blocks(void** state) {
@@ -527,6 +556,7 @@ int main(void) {
       cmocka_unit_test(freed_overrun_is_reported_with_both_sites),
       cmocka_unit_test(scan_checks_waiting_blocks),
       cmocka_unit_test(scan_checks_live_and_freed_pads_together),
+      cmocka_unit_test(a_free_deferred_by_a_capture_keeps_its_site),
       cmocka_unit_test(intact_reuse_gets_no_fill),
       cmocka_unit_test(size_change_refills_only_outside_the_range),
       cmocka_unit_test(dirty_slack_costs_only_the_record),

@@ -416,8 +416,11 @@ struct metrale_context {
     metrale::core::LedgerEntry entry;
     StreamHandle stream;  // freed on
     StreamHandle until;   // released when this stream's capture closes
+    const char* free_file = nullptr;  // the free's site (the ledger's copy), for reports
+    int free_line = 0;
   };
-  void defer_free(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on);
+  void defer_free(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on,
+                  const char* file, int line);
   void release_deferred(StreamHandle h) noexcept;
   void retarget_deferred(StreamHandle gone);  // `gone` is being destroyed
   // The end of a stream's destroy (stream_retire.cpp): the pool retires the

@@ -11,9 +11,16 @@
 using metrale::core::hex;
 
 void metrale_context::defer_free(DevPtr ptr, const metrale::core::LedgerEntry& e,
-                                 StreamHandle on) {
+                                 StreamHandle on, const char* file, int line) {
+  DeferredFree d{ptr, e, on, on};
+  if (file != nullptr) {
+    // The caller's text may not outlive the call: the ledger's copy.
+    const uint32_t site = ledger_.intern_site(file, line);
+    d.free_file = ledger_.site_file(site);
+    d.free_line = ledger_.site_line(site);
+  }
   std::lock_guard<std::mutex> lock(deferred_mutex_);
-  deferred_.push_back(DeferredFree{ptr, e, on, on});
+  deferred_.push_back(d);
 }
 
 void metrale_context::retarget_deferred(StreamHandle gone) {
@@ -58,7 +65,7 @@ void metrale_context::release_deferred(StreamHandle h) noexcept {
           continue;
         }
       }
-      release_memory(d.ptr, d.entry, d.stream);
+      release_memory(d.ptr, d.entry, d.stream, d.free_file, d.free_line);
     } catch (const std::exception& ex) {
       metrale::core::log().debug("freeing {} after its capture closed failed: {}", hex(d.ptr),
                                  ex.what());

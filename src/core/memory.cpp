@@ -236,7 +236,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
                        });
       if (cap) {
         // Handed out again only once the capture has closed (rule 9).
-        defer_free(ptr, e, on != 0 ? on : pool_->block_stream(e.block));
+        defer_free(ptr, e, on != 0 ? on : pool_->block_stream(e.block), file, line);
         on = StreamHandle{~0ull};
       }
     }
