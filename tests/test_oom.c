@@ -62,6 +62,38 @@ static void one_tib_with_redzone_is_out_of_memory(void** state) {
   mt_close(ctx);
 }
 
+/* The pool's retry gives its cached chunks back first, and the message
+ * says how much it released. With red zones the first try (before the
+ * freed blocks' check) once released them, so the retry's message said
+ * "released 0". */
+static void the_message_tells_what_the_retry_released(void** state) {
+  (void)state;
+  for (size_t pad = 0; pad <= 64; pad += 64) {
+    metrale_context_options_t o = mt_options();
+    o.redzone_bytes = pad;
+    metrale_context_t* ctx = mt_open(&o);
+    if (!mt_pool_on(ctx)) {
+      mt_close(ctx);
+      skip();
+    }
+    metrale_devptr_t p = 0;
+    MT_OK(metrale_alloc(ctx, 5 << 20, &p));
+    MT_OK(metrale_free(ctx, p));
+    size_t n = 0;
+    MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n)); /* the freed block is back */
+    metrale_pool_stats_t st = {.struct_size = sizeof st};
+    MT_OK(metrale_pool_stats(ctx, &st));
+    assert_true(st.reserved_bytes > 0);
+    assert_int_equal(st.in_use_bytes, 0);
+    char want[96];
+    snprintf(want, sizeof want, "released %llu cached bytes",
+             (unsigned long long)st.reserved_bytes);
+    MT_STATUS(metrale_alloc(ctx, TIB, &p), METRALE_ERROR_OUT_OF_MEMORY);
+    MT_MESSAGE_HAS(want);
+    mt_close(ctx);
+  }
+}
+
 static void size_max_is_refused(void** state) {
   (void)state;
   metrale_context_options_t o = mt_options();
@@ -84,6 +116,7 @@ int main(void) {
       cmocka_unit_test(one_tib_is_out_of_memory),
       cmocka_unit_test(one_tib_managed_is_out_of_memory),
       cmocka_unit_test(one_tib_with_redzone_is_out_of_memory),
+      cmocka_unit_test(the_message_tells_what_the_retry_released),
       cmocka_unit_test(size_max_is_refused),
   };
   return MT_RUN(tests);

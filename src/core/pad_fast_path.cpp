@@ -57,7 +57,12 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
       entry.site = r.site;
       entry.tag = r.tag;
       try {
-        b = device([&] { return pool_->allocate_held(bytes + entry.pad, st->handle); });
+        // No release of the cache on this try: the retry below releases
+        // it after the blocks waiting for their check are back, and its
+        // message tells what it released.
+        b = device([&] {
+          return pool_->allocate_held(bytes + entry.pad, st->handle, false, false);
+        });
       } catch (const Error& e) {
         if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
         // Retried below, out of the lock, after the blocks waiting for their

@@ -97,10 +97,15 @@ void CachingPool::cover_if_not_capturing(StreamState& s) {
   if (!src_.stream_capturing(s.id())) s.cover_frees(src_);
 }
 
-Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream) {
+Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream,
+                                bool release_cached_on_oom) {
   const size_t csize = chunk_size_for(size);
   DevPtr base = src_.chunk_alloc(csize);
   size_t released = 0;
+  if (base == 0 && !release_cached_on_oom) {
+    fail(METRALE_ERROR_OUT_OF_MEMORY, "pool: no chunk of " + std::to_string(csize) +
+                                          " bytes (a first try, nothing released)");
+  }
   if (base == 0) {
     released = release_cached(0);
     base = src_.chunk_alloc(csize);
@@ -159,7 +164,8 @@ Block* CachingPool::allocate(size_t bytes, StreamId stream, bool capturing) {
   return allocate_held(bytes, stream, capturing);
 }
 
-Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing) {
+Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing,
+                                  bool release_cached_on_oom) {
   if (bytes > kMaxRequest) {
     fail(METRALE_ERROR_OUT_OF_MEMORY,
          "pool: a request of " + std::to_string(bytes) + " bytes can never be served");
@@ -202,7 +208,7 @@ Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing)
   } else {
     b = take_from_other_streams(size, small, stream, &owner);
     if (b == nullptr) {
-      b = fetch_chunk(size, bytes, small, stream);
+      b = fetch_chunk(size, bytes, small, stream, release_cached_on_oom);
       owner = &mine;
     }
   }

@@ -67,8 +67,11 @@ class CachingPool {
   // nothing changed.
   Block* allocate(size_t bytes, StreamId stream, bool capturing = false);
   // allocate / free / free_on / record_stream with lock() already held by
-  // the caller.
-  Block* allocate_held(size_t bytes, StreamId stream, bool capturing = false);
+  // the caller. release_cached_on_oom false: a first try, OUT_OF_MEMORY with
+  // nothing released (the caller makes room its own way, then retries with
+  // allocate, which releases and reports what it released).
+  Block* allocate_held(size_t bytes, StreamId stream, bool capturing = false,
+                       bool release_cached_on_oom = true);
   void free_held(Block* b, StreamId stream) { free_locked(b, stream, PatternRange{}); }
   void free_held(Block* b, StreamId stream, PatternRange pattern) {
     free_locked(b, stream, pattern);
@@ -175,7 +178,8 @@ class CachingPool {
     --st_.blocks_in_use;
     b->requested = 0;
   }
-  Block* fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream);
+  Block* fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream,
+                     bool release_cached_on_oom = true);
   Block* split(Block* b, size_t size, StreamState& owner);
   void insert_free(Block* b, StreamState& owner);
   void free_locked(Block* b, StreamId stream, PatternRange pattern);
