@@ -80,6 +80,39 @@ static void register_and_unregister(void** state) {
   mt_close(ctx);
 }
 
+/* Pinning belongs to the pages, whoever pinned them (rule 7): a range
+ * another context registered or allocated pinned is refused as one this
+ * context pinned is (the driver refuses to register pages twice). The host
+ * backend once accepted it, and each context then "owned" the pages. */
+static void register_refuses_memory_another_context_pinned(void** state) {
+  (void)state;
+  metrale_context_t* c = mt_open(NULL);
+  metrale_context_t* d = mt_open(NULL);
+  void* buf = NULL;
+  assert_int_equal(posix_memalign(&buf, 4096, 2 * 4096), 0);
+  char* b = buf;
+  MT_OK(metrale_host_register(c, b, 2 * 4096));
+  MT_STATUS(metrale_host_register(d, b, 2 * 4096), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_host_register(d, b + 4096, 16), METRALE_ERROR_INVALID_ARGUMENT);
+  void* h = NULL;
+  MT_OK(metrale_host_alloc_pinned(c, 4096, &h));
+  MT_STATUS(metrale_host_register(d, h, 4096), METRALE_ERROR_INVALID_ARGUMENT);
+  /* Nothing was recorded for d: it has nothing to unregister, and c's
+   * ranges stay pinned. */
+  MT_STATUS(metrale_host_unregister(d, b), METRALE_ERROR_NOT_FOUND);
+  int yes = 0;
+  MT_OK(metrale_host_is_pinned(c, b, 2 * 4096, &yes));
+  assert_int_equal(yes, 1);
+  /* Once c lets go, d may pin the pages. */
+  MT_OK(metrale_host_unregister(c, b));
+  MT_OK(metrale_host_register(d, b, 2 * 4096));
+  MT_OK(metrale_host_unregister(d, b));
+  MT_OK(metrale_host_free_pinned(c, h));
+  free(buf);
+  mt_close(d);
+  mt_close(c);
+}
+
 static void device_pointer_of_pinned(void** state) {
   (void)state;
   metrale_context_t* ctx = mt_open(NULL);
@@ -185,6 +218,7 @@ int main(void) {
       cmocka_unit_test(pinned_is_not_on_ledger),
       cmocka_unit_test(is_pinned_sub_ranges),
       cmocka_unit_test(register_and_unregister),
+      cmocka_unit_test(register_refuses_memory_another_context_pinned),
       cmocka_unit_test(device_pointer_of_pinned),
       cmocka_unit_test(device_pointer_of_registered),
       cmocka_unit_test(h2d_async_waits_for_pinned_source),

@@ -106,8 +106,17 @@ void HostBackend::host_register(void* ptr, size_t bytes) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          "host backend: host_register needs a non-NULL pointer and a non-zero size");
   }
-  regions_.add_registered(reinterpret_cast<uintptr_t>(ptr), bytes);
-  ProcessPins::instance().add(reinterpret_cast<uintptr_t>(ptr), bytes, this);
+  const auto base = reinterpret_cast<uintptr_t>(ptr);
+  regions_.add_registered(base, bytes);  // refuses overlaps with this backend's memory
+  if (!ProcessPins::instance().add_if_free(base, bytes, this)) {
+    // Pinned elsewhere in the process (another context): the driver
+    // refuses to register pages twice (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED).
+    regions_.remove(base, {RegionKind::Registered});
+    fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: host_register range " +
+                                             describe_range(base, bytes) +
+                                             " overlaps host memory already pinned in this "
+                                             "process (by another context)");
+  }
 }
 
 void HostBackend::host_unregister(void* ptr) {

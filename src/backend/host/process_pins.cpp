@@ -13,6 +13,15 @@ void ProcessPins::add(uintptr_t base, size_t bytes, const void* owner) {
   ranges_.emplace(base, Entry{bytes, owner});
 }
 
+bool ProcessPins::add_if_free(uintptr_t base, size_t bytes, const void* owner) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = ranges_.begin(); it != ranges_.end() && it->first < base + bytes; ++it) {
+    if (it->first + it->second.bytes > base) return false;
+  }
+  ranges_.emplace(base, Entry{bytes, owner});
+  return true;
+}
+
 void ProcessPins::remove(uintptr_t base, const void* owner) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto [lo, hi] = ranges_.equal_range(base);

@@ -19,6 +19,9 @@ class ProcessPins {
 
   // Records [base, base+bytes) as pinned by `owner` (a backend instance).
   void add(uintptr_t base, size_t bytes, const void* owner);
+  // add, unless a byte of the range is pinned already (by anyone: the
+  // driver refuses to register pages twice); false then, nothing recorded.
+  bool add_if_free(uintptr_t base, size_t bytes, const void* owner);
   // Forgets the range starting at base that `owner` recorded, if any.
   void remove(uintptr_t base, const void* owner);
   // Forgets every range `owner` recorded (its teardown).
