@@ -110,7 +110,11 @@
  *    log, and metrale_event_log_close closes the log even when it returns
  *    INTERNAL (lines lost to a write error); with red zones and the pool
  *    on, a pooled allocation that fails with OUT_OF_MEMORY has run the
- *    check of freed pads (see "Freed pads") before its retry.
+ *    check of freed pads (see "Freed pads") before its retry; and a pooled
+ *    allocation that fails with OUT_OF_MEMORY has given the pool's cached
+ *    chunks back to the driver before its retry (rule 9): reserved_bytes,
+ *    cached_bytes and chunk_frees (metrale_pool_stats) show it, and the
+ *    message says how many bytes it released.
  *
  * 2. Handle lifetime.
  *    Every handle (context, stream, event, graph, kernel) is a value made
@@ -804,14 +808,17 @@ typedef struct metrale_pool_stats {
   size_t struct_size;          /* sizeof(metrale_pool_stats_t) */
   int enabled;                 /* 1 when metrale_alloc serves from the pool */
   uint64_t reserved_bytes;     /* held from the driver, in chunks */
-  uint64_t in_use_bytes;       /* handed out, as rounded blocks (pads included) */
+  uint64_t in_use_bytes;       /* handed out, as rounded blocks (pads included;
+                                  freed blocks waiting in the quarantine or
+                                  for their pad check, pads_pending, count
+                                  until they are back) */
   uint64_t requested_bytes;    /* handed out, as asked (pads included) */
   uint64_t cached_bytes;       /* reserved - in_use: free blocks kept for reuse */
   uint64_t peak_in_use_bytes;  /* since creation */
   uint64_t chunk_allocs;       /* driver allocations made for chunks */
   uint64_t chunk_frees;        /* chunks given back (trim, out-of-memory retry) */
   uint64_t largest_free_block; /* bytes */
-  uint64_t blocks_in_use;
+  uint64_t blocks_in_use;      /* counted as in_use_bytes */
   uint64_t quarantined_bytes;  /* freed blocks held back (quarantine_bytes) */
   /* Fields below were added with the red-zone check of freed blocks; a
    * struct_size of offsetof(metrale_pool_stats_t, pad_fills) (the older
