@@ -1076,7 +1076,7 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
  * (before, its fill hid it): the quarantine (below) names such writes.
  * Blocks allocated while their stream captures keep their old path (the
  * pad filled at once). With the quarantine on, freed blocks go to the
- * quarantine as before. */
+ * quarantine first, and from it to this check (see metrale_quarantine_scan). */
 
 /** The byte freed memory in quarantine is filled with. */
 #define METRALE_QUARANTINE_PATTERN 0xD7u
@@ -1090,7 +1090,8 @@ typedef struct metrale_use_after_free {
   int alloc_line;
   const char* free_file;     /* where it was freed ("<unknown>" when the free gave none) */
   int free_line;
-  size_t first_bad_offset;   /* from ptr (the pad's bytes come after `bytes`) */
+  size_t first_bad_offset;   /* from ptr, within its `bytes` (the pad is the
+                                red-zone scan's) */
   size_t bad_bytes;          /* bytes that differ from METRALE_QUARANTINE_PATTERN */
   uint8_t found;             /* what the first bad byte holds */
 } metrale_use_after_free_t;
@@ -1098,11 +1099,14 @@ typedef struct metrale_use_after_free {
 /** The freed-memory quarantine (red zones on and quarantine_bytes > 0, or
  *  METRALE_QUARANTINE=<bytes>): each device allocation freed with
  *  metrale_free / metrale_free_async is filled with
- *  METRALE_QUARANTINE_PATTERN on the stream it is freed on (over its bytes
- *  and its pad) and held back, not reused, while the quarantine holds at
- *  most quarantine_bytes; past that the oldest go back (to the pool or the
- *  driver) unchecked. A block whose size alone exceeds the budget, and one
- *  freed while its stream captures, is not quarantined.
+ *  METRALE_QUARANTINE_PATTERN on the stream it is freed on (over its bytes;
+ *  its pad keeps what its owner left there) and held back, not reused,
+ *  while the quarantine holds at most quarantine_bytes; past that the
+ *  oldest go back: a padded pooled block through the check of freed pads
+ *  (see "Freed pads": an overrun before its free is reported then, with
+ *  the free's site), others to the pool or the driver unchecked. A block
+ *  whose size alone exceeds the budget, and one freed while its stream
+ *  captures, is not quarantined.
  *  This scan waits for the context's streams as metrale_redzone_scan does,
  *  then checks every quarantined block: *count gets how many were written
  *  after their free; up to cap go to out, oldest free first. METRALE_OK when
@@ -1112,7 +1116,10 @@ typedef struct metrale_use_after_free {
  *  while the default stream captures. Reported blocks stay quarantined.
  *  metrale_redzone_scan runs this check too and lists these blocks among
  *  its violations (expected = METRALE_QUARANTINE_PATTERN, file/line = the
- *  allocation site, first_bad_offset from ptr). Thread-safe, as
+ *  allocation site, first_bad_offset from ptr), and with them, once each,
+ *  the quarantined blocks whose pad was overwritten (expected =
+ *  METRALE_REDZONE_PATTERN, first_bad_offset past the end; not reported
+ *  again when the block leaves the quarantine). Thread-safe, as
  *  metrale_redzone_scan (rule 4). */
 metrale_status_t metrale_quarantine_scan(metrale_context_t* ctx, metrale_use_after_free_t* out,
                                          size_t cap, size_t* count);

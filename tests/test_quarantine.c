@@ -39,7 +39,7 @@ static void freed_blocks_are_held_back(void** state) {
   /* Not handed out again while quarantined. */
   MT_OK(metrale_alloc(ctx, 4096, &b));
   assert_true(b != a);
-  /* Filled with the pattern, pad included. */
+  /* Its buffer filled with the pattern (the pad keeps the red-zone one). */
   MT_OK(metrale_stream_synchronize(ctx, NULL));
   size_t n = 99;
   MT_OK(metrale_quarantine_scan(ctx, NULL, 0, &n));
@@ -81,6 +81,8 @@ static void a_write_after_free_names_both_sites(void** state) {
   assert_int_equal(v[0].ptr, p);
   assert_int_equal(v[0].expected, METRALE_QUARANTINE_PATTERN);
   assert_int_equal(v[0].line, alloc_line);
+  MT_MESSAGE_HAS("written after its free"); /* not "past the end": offset 0 of the buffer */
+  MT_MESSAGE_HAS("offset 0 of the buffer");
   /* The live block's pad is clean: only the freed one is reported. */
   MT_OK(metrale_free(ctx, keep));
   mt_close(ctx);
@@ -174,6 +176,8 @@ static void a_destroyed_stream_does_not_strand_its_quarantined_blocks(void** sta
   MT_OK(metrale_alloc(ctx, 4096, &b));
   MT_OK(metrale_free(ctx, b)); /* pushes a out of the quarantine */
   assert_int_equal(quarantined(ctx), span);
+  size_t found = 0;
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &found)); /* a's pad check: then a is back */
   metrale_pool_stats_t st;
   memset(&st, 0, sizeof st);
   st.struct_size = sizeof st;
@@ -190,6 +194,85 @@ static void a_destroyed_stream_does_not_strand_its_quarantined_blocks(void** sta
   mt_close(ctx);
 }
 
+static metrale_pool_stats_t pool_stats(metrale_context_t* ctx) {
+  metrale_pool_stats_t s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  MT_OK(metrale_pool_stats(ctx, &s));
+  return s;
+}
+
+/* An overrun into the pad before the free: the quarantine fills the buffer
+ * only, so the pad keeps the evidence. A red-zone scan reports it once (as
+ * a pad, expected METRALE_REDZONE_PATTERN); the quarantine scan does not
+ * (the buffer is clean); when the block leaves the quarantine its pad check
+ * does not report it again. Once the fill covered the pad and no scan ever
+ * reported such an overrun. */
+static void an_overrun_before_a_quarantined_free_is_reported_once(void** state) {
+  (void)state;
+  const size_t span = 100 + PAD;
+  metrale_context_t* ctx = open_quarantine(span);
+  metrale_devptr_t p = 0, q = 0;
+  const int alloc_line = __LINE__ + 1;
+  MT_OK(metrale_alloc(ctx, 100, &p));
+  const unsigned char junk = 0x5a;
+  MT_OK(metrale_copy_h2d(ctx, &junk, 1, p + 100 + 3));
+  MT_OK(metrale_free(ctx, p));
+  assert_int_equal(quarantined(ctx), span);
+  size_t n = 0;
+  MT_OK(metrale_quarantine_scan(ctx, NULL, 0, &n));
+  assert_int_equal(n, 0);
+  metrale_redzone_violation_t v[2];
+  MT_STATUS(metrale_redzone_scan(ctx, v, 2, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_MESSAGE_HAS("past the end");
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0].ptr, p);
+  assert_int_equal(v[0].bytes, 100);
+  assert_int_equal(v[0].line, alloc_line);
+  assert_int_equal(v[0].expected, METRALE_REDZONE_PATTERN);
+  assert_int_equal(v[0].first_bad_offset, 3);
+  assert_int_equal(v[0].bad_bytes, 1);
+  assert_int_equal(v[0].found, 0x5a);
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n)); /* once */
+  assert_int_equal(n, 0);
+  /* Out of the quarantine (q pushes it), through its pad check: quiet. */
+  MT_OK(metrale_alloc(ctx, 100, &q));
+  MT_OK(metrale_free(ctx, q));
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n));
+  assert_int_equal(n, 0);
+  if (pool_stats(ctx).enabled) assert_int_equal(pool_stats(ctx).pads_overwritten, 1);
+  mt_close(ctx);
+}
+
+/* The same overrun with no scan while the block is quarantined: its pad
+ * check, when the block leaves the quarantine, reports it with the site
+ * that freed it (pool on: raw allocations get no check at their free). */
+static void an_overrun_is_caught_when_its_block_leaves_the_quarantine(void** state) {
+  (void)state;
+  const size_t span = 100 + PAD;
+  metrale_context_t* ctx = open_quarantine(span);
+  if (!pool_stats(ctx).enabled) {
+    mt_close(ctx);
+    skip();
+  }
+  metrale_devptr_t p = 0, q = 0;
+  MT_OK(metrale_alloc(ctx, 100, &p));
+  const unsigned char junk = 0x5a;
+  MT_OK(metrale_copy_h2d(ctx, &junk, 1, p + 100));
+  MT_OK(metrale_free_at(ctx, p, "quarantine_free.c", 88));
+  MT_OK(metrale_alloc(ctx, 100, &q));
+  MT_OK(metrale_free(ctx, q)); /* p leaves the quarantine */
+  size_t n = 0;
+  metrale_redzone_violation_t v[2];
+  MT_STATUS(metrale_redzone_scan(ctx, v, 2, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_MESSAGE_HAS("freed at quarantine_free.c:88");
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0].ptr, p);
+  assert_int_equal(v[0].expected, METRALE_REDZONE_PATTERN);
+  assert_int_equal(pool_stats(ctx).pads_overwritten, 1);
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(freed_blocks_are_held_back),
@@ -198,6 +281,8 @@ int main(void) {
       cmocka_unit_test(off_without_red_zones_or_budget),
       cmocka_unit_test(the_0_1_free_has_no_site),
       cmocka_unit_test(a_destroyed_stream_does_not_strand_its_quarantined_blocks),
+      cmocka_unit_test(an_overrun_before_a_quarantined_free_is_reported_once),
+      cmocka_unit_test(an_overrun_is_caught_when_its_block_leaves_the_quarantine),
   };
   return MT_RUN(tests);
 }

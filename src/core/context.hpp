@@ -378,7 +378,14 @@ struct metrale_context {
   void quarantine_violations(std::vector<metrale_redzone_violation_t>* found);
   size_t quarantined_bytes() const { return quarantine_ ? quarantine_->bytes() : 0; }
  private:
-  std::vector<metrale_use_after_free_t> find_use_after_free();
+  // Writes into quarantined buffers; with pads non-null also overwritten
+  // pads of quarantined blocks (not reported before), for the red-zone scan.
+  std::vector<metrale_use_after_free_t> find_use_after_free(
+      std::vector<metrale_redzone_violation_t>* pads = nullptr);
+  template <class ReadBack>
+  void quarantined_pads(const std::vector<metrale::core::QuarantinedBlock>& held,
+                        ReadBack& read_back, std::vector<uint8_t>* bytes,
+                        std::vector<metrale_redzone_violation_t>* found);
   [[noreturn, gnu::cold]] void refuse_free(DevPtr ptr);
   // The alloc and free counters; ledger_.mutex() held (their only writers).
   void count_alloc_held(size_t bytes) {

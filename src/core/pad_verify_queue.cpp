@@ -87,6 +87,11 @@ void PadVerifyQueue::forget_reported(uint64_t lo, uint64_t hi) {
   }
 }
 
+bool PadVerifyQueue::was_reported(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(reported_mutex_);
+  return reported_.count(seq) != 0;
+}
+
 bool PadVerifyQueue::take_reported(uint64_t seq) {
   std::lock_guard<std::mutex> lock(reported_mutex_);
   return reported_.erase(seq) != 0;

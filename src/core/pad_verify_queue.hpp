@@ -90,6 +90,8 @@ class PadVerifyQueue {
   void forget_reported(uint64_t lo, uint64_t hi);
   // Whether seq was reported by a scan; forgets it (its block is freed).
   bool take_reported(uint64_t seq);
+  // The same without forgetting (a quarantined block, checked again later).
+  bool was_reported(uint64_t seq);
 
   // Telemetry (metrale_pool_stats_t): relaxed counters.
   std::atomic<uint64_t> fills{0};          // tails or pads filled at allocation

@@ -23,6 +23,9 @@ struct QuarantinedBlock {
   uint64_t stream = 0;      // backend stream the block is released on later
   uint64_t serial = 0;      // admission order: a scan's snapshot names blocks by it
   size_t span() const { return entry.bytes + entry.pad; }
+  // What the quarantine fills and watches: the buffer (the pad is the
+  // red-zone checks').
+  size_t body() const { return entry.bytes; }
 };
 
 class Quarantine {

@@ -24,8 +24,10 @@ void metrale_context::quarantine_block(DevPtr ptr, const metrale::core::LedgerEn
   q.free_site = ledger_.intern_site(file != nullptr ? file : "<unknown>", line);
   // On the stream it is freed on: after the owner's last use there. The
   // owner's work on other streams must be ordered before the free (rule 9),
-  // so a write the scan finds came after the free.
-  device([&] { backend_->memset_async(ptr, METRALE_QUARANTINE_PATTERN, q.span(), q.stream); });
+  // so a write the scan finds came after the free. The buffer only: the pad
+  // keeps what the owner left there, for the red-zone checks (a scan while
+  // quarantined, the freed-pad check when it leaves).
+  device([&] { backend_->memset_async(ptr, METRALE_QUARANTINE_PATTERN, q.body(), q.stream); });
   // compute-sanitizer sees the block as freed from now on.
   if (e.block != nullptr) chunk_source_->block_returned(ptr);
   release_quarantined(quarantine_->admit(q));
@@ -34,6 +36,13 @@ void metrale_context::quarantine_block(DevPtr ptr, const metrale::core::LedgerEn
 void metrale_context::release_quarantined(const std::vector<QuarantinedBlock>& out) noexcept {
   for (const QuarantinedBlock& q : out) {
     try {
+      // A padded pooled block leaves through the freed-pad check, with its
+      // free's site: an overrun before its free is reported then.
+      if (q.entry.pad > 0 && q.entry.block != nullptr &&
+          hold_for_verify(q.ptr, q.entry, q.stream, ledger_.site_file(q.free_site),
+                          ledger_.site_line(q.free_site))) {
+        continue;
+      }
       // A quarantine scan may be reading the whole block: held back like a pad.
       if (q.entry.block != nullptr) pool_->set_stream(q.entry.block, q.stream);
       if (scan_fence_.hold(q.ptr, q.entry.block)) continue;
@@ -52,7 +61,8 @@ void metrale_context::release_quarantined(const std::vector<QuarantinedBlock>& o
 // snapshotted inside a ScanFence pass (one pushed out meanwhile stays
 // allocated until the pass ends), and a block is reported only when it is
 // still quarantined after its bytes were read back.
-std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free() {
+std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free(
+    std::vector<metrale_redzone_violation_t>* pads) {
   std::vector<metrale_use_after_free_t> found;
   if (!quarantine_ || quarantine_->bytes() == 0) return found;
   auto release = [this](const std::vector<metrale::core::ScanFence::Released>& held) {
@@ -63,26 +73,28 @@ std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free() {
   if (held.empty()) return found;
   std::vector<Range> ranges;
   ranges.reserve(held.size());
-  for (const QuarantinedBlock& q : held) ranges.push_back(Range{q.ptr, q.span()});
+  for (const QuarantinedBlock& q : held) ranges.push_back(Range{q.ptr, q.body()});
   std::vector<uint32_t> mismatches(ranges.size(), 0);
   device([&] {
     backend_->pattern_count(ranges.data(), ranges.size(), METRALE_QUARANTINE_PATTERN,
                             mismatches.data());
   });
   std::vector<uint8_t> bytes;
-  for (size_t i = 0; i < held.size(); ++i) {
-    if (mismatches[i] == 0) continue;
+  auto read_back = [&](DevPtr from, size_t n) {
     if (device([&] { return backend_->stream_is_capturing(default_stream_->handle); })) {
       fail(METRALE_ERROR_CAPTURE,
            "quarantine scan: freed blocks were written, and reading them back needs the "
            "default stream, which is capturing; end or abort the capture first");
     }
-    const QuarantinedBlock& q = held[i];
-    bytes.assign(q.span(), 0);
-    device([&] {
-      backend_->copy_d2h_async(bytes.data(), q.ptr, q.span(), default_stream_->handle);
-    });
+    bytes.assign(n, 0);
+    device([&] { backend_->copy_d2h_async(bytes.data(), from, n, default_stream_->handle); });
     sync(default_stream_->handle, "quarantine scan");
+  };
+  if (pads != nullptr) quarantined_pads(held, read_back, &bytes, pads);
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (mismatches[i] == 0) continue;
+    const QuarantinedBlock& q = held[i];
+    read_back(q.ptr, q.body());
     if (!quarantine_->holds(q.serial)) continue;  // released meanwhile: not ours to judge
     metrale_use_after_free_t u{};
     u.ptr = q.ptr;
@@ -130,8 +142,55 @@ void metrale_context::quarantine_scan(metrale_use_after_free_t* out, size_t cap,
            std::to_string(u.first_bad_offset));
 }
 
+template <class ReadBack>
+void metrale_context::quarantined_pads(const std::vector<QuarantinedBlock>& held,
+                                       ReadBack& read_back, std::vector<uint8_t>* bytes,
+                                       std::vector<metrale_redzone_violation_t>* found) {
+  std::vector<Range> ranges;
+  std::vector<size_t> owner;
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (held[i].entry.pad == 0) continue;
+    ranges.push_back(Range{held[i].ptr + held[i].entry.bytes, held[i].entry.pad});
+    owner.push_back(i);
+  }
+  if (ranges.empty()) return;
+  std::vector<uint32_t> bad(ranges.size(), 0);
+  device([&] {
+    backend_->pattern_count(ranges.data(), ranges.size(), METRALE_REDZONE_PATTERN, bad.data());
+  });
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    const QuarantinedBlock& q = held[owner[k]];
+    // Reported once, as a freed pad: again neither here nor at its check.
+    if (bad[k] == 0 || pad_verify_.was_reported(q.entry.seq)) continue;
+    read_back(ranges[k].ptr, ranges[k].bytes);
+    if (!quarantine_->holds(q.serial)) continue;
+    metrale_redzone_violation_t v{};
+    v.ptr = q.ptr;
+    v.bytes = q.entry.bytes;
+    v.seq = q.entry.seq;
+    v.file = ledger_.site_file(q.entry.site);
+    v.line = ledger_.site_line(q.entry.site);
+    v.expected = METRALE_REDZONE_PATTERN;
+    bool first = true;
+    for (size_t off = 0; off < bytes->size(); ++off) {
+      if ((*bytes)[off] == METRALE_REDZONE_PATTERN) continue;
+      if (first) {
+        v.first_bad_offset = off;
+        v.found = (*bytes)[off];
+        first = false;
+      }
+      ++v.bad_bytes;
+    }
+    if (first) v.bad_bytes = bad[k];
+    pad_verify_.note_reported(q.entry.seq);
+    pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
+    found->push_back(v);
+  }
+}
+
 void metrale_context::quarantine_violations(std::vector<metrale_redzone_violation_t>* found) {
-  for (const metrale_use_after_free_t& u : find_use_after_free()) {
+  std::vector<metrale_redzone_violation_t> pads;
+  for (const metrale_use_after_free_t& u : find_use_after_free(&pads)) {
     metrale_redzone_violation_t v{};
     v.ptr = u.ptr;
     v.bytes = u.bytes;
@@ -144,4 +203,5 @@ void metrale_context::quarantine_violations(std::vector<metrale_redzone_violatio
     v.found = u.found;
     found->push_back(v);
   }
+  found->insert(found->end(), pads.begin(), pads.end());
 }

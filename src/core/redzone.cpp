@@ -190,14 +190,21 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
     const char* tag = ledger_.lookup_seq(v.ptr, v.seq, &first)
                           ? metrale::core::tags::name(first.tag)
                           : nullptr;
+    // A quarantined buffer written after its free: the offset is within it.
+    const bool after_free = v.expected == METRALE_QUARANTINE_PATTERN;
     fail(METRALE_ERROR_REDZONE_CORRUPTED,
-         metrale::core::plural(found.size(), "red-zone pad") + " overwritten; first: " +
-             metrale::core::hex(v.ptr) + " (" + std::to_string(v.bytes) + " bytes, seq " +
-             std::to_string(v.seq) + (tag != nullptr ? ", tag " + std::string(tag) : "") +
-             ") from " + metrale::core::site_text(v.file, v.line) +
-             ": " + std::to_string(v.bad_bytes) + " bad bytes, the first at offset " +
-             std::to_string(v.first_bad_offset) + " past the end (expected " +
-             byte_hex(v.expected) + ", found " + byte_hex(v.found) + ")");
+         (after_free ? metrale::core::plural(found.size(), "red-zone violation")
+                     : metrale::core::plural(found.size(), "red-zone pad") + " overwritten") +
+             "; first: " + metrale::core::hex(v.ptr) + " (" + std::to_string(v.bytes) +
+             " bytes, seq " + std::to_string(v.seq) +
+             (tag != nullptr ? ", tag " + std::string(tag) : "") + ") from " +
+             metrale::core::site_text(v.file, v.line) +
+             (after_free ? ": written after its free (quarantined), " +
+                               std::to_string(v.bad_bytes) + " bytes changed, the first at "
+                               "offset " + std::to_string(v.first_bad_offset) + " of the buffer"
+                         : ": " + std::to_string(v.bad_bytes) + " bad bytes, the first at offset " +
+                               std::to_string(v.first_bad_offset) + " past the end") +
+             " (expected " + byte_hex(v.expected) + ", found " + byte_hex(v.found) + ")");
   }
 }
 
