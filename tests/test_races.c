@@ -332,7 +332,7 @@ typedef struct {
 
 static void* create_use_destroy(void* arg) {
   retire_worker_t* w = arg;
-  for (int r = 0; r < 1500; ++r) {
+  for (int r = 0; r < 500; ++r) {
     metrale_stream_t* s = NULL;
     if (metrale_stream_create(w->ctx, &s) != METRALE_OK) {
       w->failures++;

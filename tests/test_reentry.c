@@ -273,6 +273,52 @@ static void kernel_destroying_own_context_is_refused(void** state) {
   mt_close(ctx);
 }
 
+static metrale_status_t destroying_other_stream_kernel(const metrale_host_kernel_call_t* call,
+                                                       void* user) {
+  (void)call;
+  kernel_probe_t* p = user;
+  p->destroy_other = metrale_stream_destroy(p->ctx, p->other);
+  return METRALE_OK;
+}
+
+/* With red zones on, a stream's retirement never runs beside a check of
+ * freed pads; a host kernel's destroy may not wait for such a check (it
+ * may be waiting for this kernel's stream), so it queues the retirement
+ * and the mutex's holder, here the destroy itself, runs it. The blocks
+ * freed on the stream go back, and the pool names no dead stream. */
+static void kernel_destroying_another_stream_with_red_zones(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = 64;
+  metrale_context_t* ctx = mt_open(&o);
+  mt_require_host(ctx);
+  watchdog_arm();
+  kernel_probe_t p = {0};
+  p.ctx = ctx;
+  MT_OK(metrale_stream_create(ctx, &p.other));
+  metrale_devptr_t a = 0;
+  MT_OK(metrale_alloc_async(ctx, 3000, p.other, &a));
+  MT_OK(metrale_free_async(ctx, a, p.other)); /* waits for its pad check */
+  metrale_kernel_t* k = register_kernel(ctx, "destroy_other", destroying_other_stream_kernel, &p);
+  p.destroy_other = METRALE_ERROR_INTERNAL;
+  MT_OK(metrale_launch(ctx, k, one, one, 0, NULL, NULL));
+  assert_int_equal(p.destroy_other, METRALE_OK);
+  size_t n = 0;
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n));
+  MT_OK(metrale_pool_trim(ctx, 0, NULL));
+  metrale_pool_stats_t st = {.struct_size = sizeof st};
+  MT_OK(metrale_pool_stats(ctx, &st));
+  assert_int_equal(st.blocks_in_use, 0);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  MT_OK(metrale_alloc_async(ctx, 3000, s, &a));
+  MT_OK(metrale_free_async(ctx, a, s));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  MT_OK(metrale_pool_trim(ctx, 0, NULL));
+  watchdog_disarm();
+  mt_close(ctx);
+}
+
 static metrale_status_t waiting_kernel(const metrale_host_kernel_call_t* call, void* user) {
   (void)call;
   kernel_probe_t* p = user;
@@ -573,6 +619,7 @@ int main(void) {
       cmocka_unit_test_teardown(set_callback_from_inside_is_refused, teardown),
       cmocka_unit_test_teardown(kernel_destroying_own_context_is_refused, teardown),
       cmocka_unit_test_teardown(kernel_waiting_for_own_stream_is_refused, teardown),
+      cmocka_unit_test_teardown(kernel_destroying_another_stream_with_red_zones, teardown),
       cmocka_unit_test_teardown(kernel_replayed_by_graph_owns_the_launch_stream, teardown),
       cmocka_unit_test_teardown(two_kernels_scanning_do_not_deadlock, teardown),
       cmocka_unit_test_teardown(two_kernels_waiting_for_each_other_do_not_deadlock, teardown),
