@@ -13,6 +13,24 @@ using metrale::fail;
 using metrale::backend::Range;
 using metrale::core::QuarantinedBlock;
 
+namespace {
+
+// Bytes of `read` other than `pattern`; the first one's offset and value.
+size_t differing(const std::vector<uint8_t>& read, uint8_t pattern, size_t* first_offset,
+                 uint8_t* first_value) {
+  size_t n = 0;
+  for (size_t off = 0; off < read.size(); ++off) {
+    if (read[off] == pattern) continue;
+    if (n++ == 0) {
+      *first_offset = off;
+      *first_value = read[off];
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
 void metrale_context::quarantine_block(DevPtr ptr, const metrale::core::LedgerEntry& e,
                                        StreamHandle on, const char* file, int line) {
   QuarantinedBlock q;
@@ -104,17 +122,8 @@ std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free(
     u.alloc_line = ledger_.site_line(q.entry.site);
     u.free_file = ledger_.site_file(q.free_site);
     u.free_line = ledger_.site_line(q.free_site);
-    bool first = true;
-    for (size_t off = 0; off < bytes.size(); ++off) {
-      if (bytes[off] == METRALE_QUARANTINE_PATTERN) continue;
-      if (first) {
-        u.first_bad_offset = off;
-        u.found = bytes[off];
-        first = false;
-      }
-      ++u.bad_bytes;
-    }
-    if (first) u.bad_bytes = mismatches[i];
+    u.bad_bytes = differing(bytes, METRALE_QUARANTINE_PATTERN, &u.first_bad_offset, &u.found);
+    if (u.bad_bytes == 0) u.bad_bytes = mismatches[i];  // changed back between the two looks
     found.push_back(u);
   }
   return found;
@@ -171,17 +180,8 @@ void metrale_context::quarantined_pads(const std::vector<QuarantinedBlock>& held
     v.file = ledger_.site_file(q.entry.site);
     v.line = ledger_.site_line(q.entry.site);
     v.expected = METRALE_REDZONE_PATTERN;
-    bool first = true;
-    for (size_t off = 0; off < bytes->size(); ++off) {
-      if ((*bytes)[off] == METRALE_REDZONE_PATTERN) continue;
-      if (first) {
-        v.first_bad_offset = off;
-        v.found = (*bytes)[off];
-        first = false;
-      }
-      ++v.bad_bytes;
-    }
-    if (first) v.bad_bytes = bad[k];
+    v.bad_bytes = differing(*bytes, METRALE_REDZONE_PATTERN, &v.first_bad_offset, &v.found);
+    if (v.bad_bytes == 0) v.bad_bytes = bad[k];  // changed back between the two looks
     pad_verify_.note_reported(q.entry.seq);
     pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
     found->push_back(v);
