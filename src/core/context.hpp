@@ -444,6 +444,10 @@ struct metrale_context {
   void run_retirements_locked() noexcept;  // verify_mutex_ held
   void drain_retirements() noexcept;       // verify_mutex_ not held by this thread
   static bool in_verify_pass() noexcept;   // pad_verify_ops.cpp
+  // Marks this thread as running under verify_mutex_ (returns the old
+  // mark): a log callback that calls back in then starts no pass and
+  // queues a destroy's retirement instead of locking the mutex again.
+  static bool mark_verify_pass(bool on) noexcept;
   std::mutex retire_mutex_;
   std::vector<Retirement> retire_later_;  // under retire_mutex_
   // A pooled block whose free (on `on`, or its own stream) or a

@@ -106,6 +106,12 @@ void metrale_context::verify_freed_pads(bool wait_for_other_pass) noexcept {
 
 bool metrale_context::in_verify_pass() noexcept { return t_in_pass; }
 
+bool metrale_context::mark_verify_pass(bool on) noexcept {
+  const bool was = t_in_pass;
+  t_in_pass = on;
+  return was;
+}
+
 void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   std::vector<PendingPad> batch = pad_verify_.take_all();
   if (batch.empty()) return;

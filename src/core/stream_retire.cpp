@@ -26,12 +26,15 @@ void metrale_context::retire_stream_handle(Retirement r) {
     std::exception_ptr failed;
     {
       std::lock_guard<std::mutex> serial(verify_mutex_);
+      // The retirement may log (a user callback may call back in).
+      const bool was = mark_verify_pass(true);
       try {
         finish_retirement(r, true);
       } catch (...) {
         failed = std::current_exception();
       }
       run_retirements_locked();
+      mark_verify_pass(was);
     }
     drain_retirements();
     if (failed != nullptr) std::rethrow_exception(failed);
@@ -95,6 +98,8 @@ void metrale_context::drain_retirements() noexcept {
     }
     std::unique_lock<std::mutex> serial(verify_mutex_, std::try_to_lock);
     if (!serial.owns_lock()) return;  // its holder looks after letting go
+    const bool was = mark_verify_pass(true);
     run_retirements_locked();
+    mark_verify_pass(was);
   }
 }
