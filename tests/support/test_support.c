@@ -10,6 +10,11 @@ metrale_backend_t mt_backend(void) {
   return METRALE_BACKEND_HOST;
 }
 
+void mt_apply_filter(void) {
+  const char* f = getenv("METRALE_TEST_FILTER");
+  if (f != NULL && f[0] != '\0') cmocka_set_test_filter(f);
+}
+
 const char* mt_backend_name(void) {
   return mt_backend() == METRALE_BACKEND_CUDA ? "cuda" : "host";
 }

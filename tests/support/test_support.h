@@ -89,9 +89,14 @@ void mt_check_message_has(const char* needle, const char* file, int line);
 /* Copies bytes of device memory to a fresh buffer the caller frees. */
 void* mt_read_device(metrale_context_t* ctx, metrale_devptr_t p, size_t bytes);
 
+/* Runs only the cases METRALE_TEST_FILTER names (cmocka's filter: a name,
+ * or a pattern with * and ?), all when it is unset. */
+void mt_apply_filter(void);
+
 /* Runs the cmocka group, printing the backend first. */
-#define MT_RUN(tests) \
-  (printf("[ backend  ] %s\n", mt_backend_name()), cmocka_run_group_tests((tests), NULL, NULL))
+#define MT_RUN(tests)                                         \
+  (mt_apply_filter(), printf("[ backend  ] %s\n", mt_backend_name()), \
+   cmocka_run_group_tests((tests), NULL, NULL))
 
 #ifdef __cplusplus
 }
