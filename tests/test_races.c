@@ -328,25 +328,33 @@ typedef struct {
   metrale_context_t* ctx;
   atomic_int* done;
   int failures;
+  char first[256]; /* the first failed call and its message */
 } retire_worker_t;
+
+/* Counts a failed call; the first one is kept for the test's message (a
+ * worker thread must not assert: cmocka exits silently there). */
+static void note_status(retire_worker_t* w, metrale_status_t st, const char* call) {
+  if (st == METRALE_OK) return;
+  if (w->failures++ == 0) {
+    snprintf(w->first, sizeof w->first, "%s: %s: %s", call, metrale_status_name(st),
+             metrale_last_error_message());
+  }
+}
 
 static void* create_use_destroy(void* arg) {
   retire_worker_t* w = arg;
   for (int r = 0; r < 500; ++r) {
     metrale_stream_t* s = NULL;
-    if (metrale_stream_create(w->ctx, &s) != METRALE_OK) {
-      w->failures++;
-      continue;
-    }
+    metrale_status_t st = metrale_stream_create(w->ctx, &s);
+    note_status(w, st, "stream_create");
+    if (st != METRALE_OK) continue;
     metrale_devptr_t p[4] = {0};
-    for (int i = 0; i < 4; ++i) {
-      if (metrale_alloc_async(w->ctx, 100 + (size_t)i * 700, s, &p[i]) != METRALE_OK) w->failures++;
-    }
-    if (p[0] != 0 && metrale_record_stream(w->ctx, p[0], NULL) != METRALE_OK) w->failures++;
-    for (int i = 0; i < 4; ++i) {
-      if (p[i] != 0 && metrale_free_async(w->ctx, p[i], s) != METRALE_OK) w->failures++;
-    }
-    if (metrale_stream_destroy(w->ctx, s) != METRALE_OK) w->failures++;
+    for (int i = 0; i < 4; ++i)
+      note_status(w, metrale_alloc_async(w->ctx, 100 + (size_t)i * 700, s, &p[i]), "alloc_async");
+    if (p[0] != 0) note_status(w, metrale_record_stream(w->ctx, p[0], NULL), "record_stream");
+    for (int i = 0; i < 4; ++i)
+      if (p[i] != 0) note_status(w, metrale_free_async(w->ctx, p[i], s), "free_async");
+    note_status(w, metrale_stream_destroy(w->ctx, s), "stream_destroy");
   }
   atomic_store(w->done, 1);
   return NULL;
@@ -356,25 +364,32 @@ static void* trim_and_scan(void* arg) {
   retire_worker_t* w = arg;
   for (int i = 0; !atomic_load(w->done); ++i) {
     size_t count = 0;
-    metrale_status_t st = (i & 1) ? metrale_redzone_scan(w->ctx, NULL, 0, &count)
-                                  : metrale_pool_trim(w->ctx, 0, NULL);
-    if (st != METRALE_OK) w->failures++;
+    if (i & 1) {
+      note_status(w, metrale_redzone_scan(w->ctx, NULL, 0, &count), "redzone_scan");
+    } else {
+      note_status(w, metrale_pool_trim(w->ctx, 0, NULL), "pool_trim");
+    }
   }
   return NULL;
+}
+
+static void assert_no_failures(const retire_worker_t* w) {
+  if (w->failures != 0) print_error("%d failed calls; the first: %s\n", w->failures, w->first);
+  assert_int_equal(w->failures, 0);
 }
 
 static void streams_destroyed_beside_passes_lose_nothing(void** state) {
   (void)state;
   metrale_context_t* ctx = open_with_pad(PAD);
   atomic_int done = 0;
-  retire_worker_t a = {ctx, &done, 0}, b = {ctx, &done, 0};
+  retire_worker_t a = {ctx, &done, 0, ""}, b = {ctx, &done, 0, ""};
   pthread_t ta, tb;
   assert_int_equal(pthread_create(&ta, NULL, create_use_destroy, &a), 0);
   assert_int_equal(pthread_create(&tb, NULL, trim_and_scan, &b), 0);
   assert_int_equal(pthread_join(ta, NULL), 0);
   assert_int_equal(pthread_join(tb, NULL), 0);
-  assert_int_equal(a.failures, 0);
-  assert_int_equal(b.failures, 0);
+  assert_no_failures(&a);
+  assert_no_failures(&b);
   size_t count = 0;
   MT_OK(metrale_redzone_scan(ctx, NULL, 0, &count));
   MT_OK(metrale_stream_synchronize(ctx, NULL));

@@ -148,6 +148,8 @@ void metrale_context::release_everything() noexcept {
   for (metrale::core::EventObj* e : events_.live()) {
     quietly([&] { backend_->event_destroy(e->handle); });
   }
+  for (EventHandle e : settle_events_) quietly([&] { backend_->event_destroy(e); });
+  settle_events_.clear();
   for (metrale::core::StreamObj* s : streams_.live()) {
     if (s->is_default || !s->owns_backend) continue;  // a wrapped stream is the caller's
     quietly([&] { backend_->capture_abort(s->handle); });

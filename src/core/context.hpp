@@ -441,6 +441,9 @@ struct metrale_context {
   };
   void retire_stream_handle(Retirement r);
   void finish_retirement(const Retirement& r, bool report);
+  // Freed blocks still naming `gone` (waiting for their pad check, in the
+  // quarantine) move to the default stream once `gone`'s work is done.
+  void hand_freed_blocks_to_heir(StreamHandle gone) noexcept;
   void run_retirements_locked() noexcept;  // verify_mutex_ held
   void drain_retirements() noexcept;       // verify_mutex_ not held by this thread
   static bool in_verify_pass() noexcept;   // pad_verify_ops.cpp
@@ -450,6 +453,12 @@ struct metrale_context {
   static bool mark_verify_pass(bool on) noexcept;
   std::mutex retire_mutex_;
   std::vector<Retirement> retire_later_;  // under retire_mutex_
+  // Backend stream handles die under it (finish_retirement, a failed wrap),
+  // and a scan's settle (stream_settle.cpp) reads live streams' handles and
+  // queues its events on them under it: no driver call sees a dead stream.
+  // Nothing waits for a stream while holding it.
+  std::mutex stream_handles_mutex_;
+  std::vector<EventHandle> settle_events_;  // idle, under stream_handles_mutex_
   // A pooled block whose free (on `on`, or its own stream) or a
   // record_stream use would land in an open capture: that stream, else 0.
   // deferred_mutex_ held.

@@ -22,28 +22,6 @@ std::string byte_hex(uint8_t b) {
 
 }  // namespace
 
-// Pads are written (or overrun) by work on the context's streams: let it
-// finish before the scan reads them. Capturing streams are left alone (a
-// sync would break the capture), and so is the whole device context: a
-// cuCtxSynchronize would invalidate a capture running on another thread.
-void metrale_context::settle_streams_before_scan() {
-  for (metrale::core::StreamObj* st : streams_.live()) {
-    bool capturing = true;
-    try {
-      capturing = backend_->stream_is_capturing(st->handle);
-    } catch (const Error& e) {
-      if (e.status() == METRALE_ERROR_CONTEXT_LOST) fail_after_probe(e, "red-zone scan: ");
-    }
-    if (capturing) continue;
-    try {
-      sync(st->handle, "red-zone scan");
-    } catch (const Error& e) {
-      // Destroyed by another thread since the snapshot: nothing to wait for.
-      if (e.status() != METRALE_ERROR_INVALID_ARGUMENT) throw;
-    }
-  }
-}
-
 // The pads whose bytes are not all the pattern, each with its range and
 // owner as they were at the snapshot. Through the context's PadMirror when
 // this scan gets it (O(changes) to copy; the backend may keep its table);

@@ -52,6 +52,7 @@ void metrale_context::retire_stream_handle(Retirement r) {
 }
 
 void metrale_context::finish_retirement(const Retirement& r, bool report) {
+  hand_freed_blocks_to_heir(r.handle);
   if (pool_) {
     try {
       retarget_deferred(r.handle);
@@ -63,6 +64,7 @@ void metrale_context::finish_retirement(const Retirement& r, bool report) {
   if (!r.owns_backend) return;  // the native stream stays its owner's
   // A lost context still gives the handle back: destroy is a release, not work.
   try {
+    std::lock_guard<std::mutex> hold(stream_handles_mutex_);  // no scan's settle is using it
     backend_->stream_destroy(r.handle);
   } catch (const Error& e) {
     if (e.status() == METRALE_ERROR_CONTEXT_LOST) fault_.latch(e.what());
@@ -71,6 +73,29 @@ void metrale_context::finish_retirement(const Retirement& r, bool report) {
     // Queued: its caller has returned OK; the log is all that can tell.
     metrale::core::log().warn("destroying a stream after a red-zone pass failed: {}", e.what());
   }
+}
+
+void metrale_context::hand_freed_blocks_to_heir(StreamHandle gone) noexcept {
+  const StreamHandle heir = default_stream_->handle;
+  // A padded block waiting for its check (which runs on the stream it was
+  // freed on) or a quarantined one (freed there when it leaves) may still be
+  // used by work queued on `gone`; the default stream is not ordered after
+  // that work, so it is waited for first: a check read the pad before the
+  // kernels that fill it had run, and reported bytes no one overwrote. Under
+  // verify_mutex_ with red zones on (the caller's), so no pass takes a block
+  // naming `gone` between the wait and the move.
+  const bool held = pad_verify_.count() != 0 || (quarantine_ && quarantine_->bytes() != 0);
+  if (pool_ && held) {
+    try {
+      backend_->stream_synchronize(gone);
+    } catch (const std::exception& ex) {
+      // Lost device or a native stream capturing: the blocks move anyway
+      // (nothing may name a dead stream); at worst a check reads too early.
+      metrale::core::log().debug("waiting for a destroyed stream's work failed: {}", ex.what());
+    }
+  }
+  if (quarantine_) quarantine_->retarget(gone, heir);
+  pad_verify_.retarget(gone, heir);
 }
 
 void metrale_context::run_retirements_locked() noexcept {

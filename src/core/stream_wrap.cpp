@@ -44,6 +44,7 @@ metrale_stream* metrale_context::stream_wrap(uint64_t native) {
     if (v != 0) streams_.erase(v, [](StreamObj&) {});
     if (owned) {
       try {
+        std::lock_guard<std::mutex> hold(stream_handles_mutex_);  // a settle saw it live
         backend_->stream_destroy(h);
       } catch (...) {
         // Already failing: the first error is the one to report.

@@ -87,11 +87,9 @@ void metrale_context::stream_destroy(metrale_stream* s) {
     }
   }
   // Its deferred frees first: a padded one joins the red-zone check list
-  // naming h, which the retarget below then moves to the default stream (a
+  // naming h, which the retirement then moves to the default stream (a
   // check would otherwise free the block on the dead stream, and lose it).
   if (pool_) release_deferred(h);
-  if (quarantine_) quarantine_->retarget(h, default_stream_->handle);
-  pad_verify_.retarget(h, default_stream_->handle);
   // The pool forgets it and the backend destroys it (stream_retire.cpp).
   retire_stream_handle(Retirement{h, owns_backend});
 }
