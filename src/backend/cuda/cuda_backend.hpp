@@ -21,6 +21,10 @@
 
 namespace metrale::backend::cuda_impl {
 
+// The driver's handles behind the backend's opaque ones.
+inline CUstream as_stream(StreamHandle s) { return reinterpret_cast<CUstream>(s); }
+inline CUevent as_event(EventHandle e) { return reinterpret_cast<CUevent>(e); }
+
 class CudaBackend final : public Backend {
  public:
   // Takes over one retain of the primary context of `device`.

@@ -4,11 +4,6 @@
 #include "backend/cuda/cuda_backend.hpp"
 
 namespace metrale::backend::cuda_impl {
-namespace {
-
-CUstream as_stream(StreamHandle s) { return reinterpret_cast<CUstream>(s); }
-
-}  // namespace
 
 void CudaBackend::copy_h2d_async(DevPtr dst, const void* src, size_t bytes, StreamHandle s) {
   make_current();

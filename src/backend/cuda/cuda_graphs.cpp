@@ -5,7 +5,6 @@
 namespace metrale::backend::cuda_impl {
 namespace {
 
-CUstream as_stream(StreamHandle s) { return reinterpret_cast<CUstream>(s); }
 CUgraphExec as_exec(GraphHandle g) { return reinterpret_cast<CUgraphExec>(g); }
 
 // The driver answers ILLEGAL_STATE (401) for beginning a capture on a stream

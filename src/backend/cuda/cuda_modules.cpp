@@ -8,7 +8,6 @@
 namespace metrale::backend::cuda_impl {
 namespace {
 
-CUstream as_stream(StreamHandle s) { return reinterpret_cast<CUstream>(s); }
 CUfunction as_function(FuncHandle f) { return reinterpret_cast<CUfunction>(f); }
 
 // Binary images carry their size inside; PTX is text that cuModuleLoadData

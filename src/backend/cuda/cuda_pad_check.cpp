@@ -17,7 +17,6 @@
 namespace metrale::backend::cuda_impl {
 namespace {
 
-CUstream as_stream(StreamHandle s) { return reinterpret_cast<CUstream>(s); }
 
 // Passes in flight at once: past this the caller waits (its synchronous
 // pass), so a stream far behind the host holds back its frees.

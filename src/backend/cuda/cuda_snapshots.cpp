@@ -28,7 +28,6 @@
 namespace metrale::backend::cuda_impl {
 namespace {
 
-CUstream as_stream(StreamHandle s) { return reinterpret_cast<CUstream>(s); }
 
 // What the user object's destructor gets.
 struct OwnedSnapshot {

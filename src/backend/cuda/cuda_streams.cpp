@@ -3,13 +3,6 @@
 #include "backend/cuda/cuda_backend.hpp"
 
 namespace metrale::backend::cuda_impl {
-namespace {
-
-CUstream as_stream(StreamHandle s) { return reinterpret_cast<CUstream>(s); }
-CUevent as_event(EventHandle e) { return reinterpret_cast<CUevent>(e); }
-
-}  // namespace
-
 StreamHandle CudaBackend::stream_create() {
   make_current();
   CUstream stream = nullptr;
