@@ -784,11 +784,19 @@ metrale_status_t metrale_alloc_async_at(metrale_context_t* ctx, size_t bytes,
 /** Frees dptr on stream s: every use of it before this point of s finishes
  *  before the memory is used again; uses on other streams must be ordered
  *  before it by the caller or marked with metrale_record_stream (rule 9).
- *  The ledger entry leaves at once. With the pool off it is metrale_free.
- *  Statuses as metrale_free, and INVALID_ARGUMENT for a bad stream (nothing
- *  freed). While s captures, see rule 9. */
+ *  The ledger entry leaves at once. With the pool off it is metrale_free_at.
+ *  file/line name the free in red-zone and quarantine reports (copied; NULL:
+ *  "<unknown>"). Statuses as metrale_free_at, and INVALID_ARGUMENT for a bad
+ *  stream (nothing freed). While s captures, see rule 9. */
+metrale_status_t metrale_free_async_at(metrale_context_t* ctx, metrale_devptr_t dptr,
+                                       metrale_stream_t* s, const char* file, int line);
+/** metrale_free_async_at without a site (what binaries built against 0.2
+ *  call). C and C++ code compiled with this header calls
+ *  metrale_free_async_at through the macro below. */
 metrale_status_t metrale_free_async(metrale_context_t* ctx, metrale_devptr_t dptr,
                                     metrale_stream_t* s);
+#define metrale_free_async(ctx, dptr, s) \
+  metrale_free_async_at((ctx), (dptr), (s), __FILE__, __LINE__)
 
 /** Marks the live allocation dptr as used on stream s (like torch's
  *  record_stream): when it is freed, the pool records an event on s and

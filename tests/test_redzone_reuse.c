@@ -131,6 +131,38 @@ static void a_free_deferred_by_a_capture_keeps_its_site(void** state) {
   mt_close(ctx);
 }
 
+/* metrale_free_async names its site like metrale_free (copied at the
+ * call); it once had none, and reports said "freed at <unknown>:0". */
+static void an_async_free_names_its_site(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_rz(NULL);
+  if (ctx == NULL) skip();
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc_async_at(ctx, 500, s, "alloc_site.c", 12, &p));
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  smash(ctx, p, 500, 1);
+  char site[32] = "async_free.c";
+  MT_OK(metrale_free_async_at(ctx, p, s, site, 34));
+  strcpy(site, "overwritten.c");
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_MESSAGE_HAS("alloc_site.c:12");
+  MT_MESSAGE_HAS("freed at async_free.c:34");
+  assert_int_equal(n, 1);
+  /* Through the macro: this file's line. */
+  MT_OK(metrale_alloc_async(ctx, 500, s, &p));
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  smash(ctx, p, 500, 1);
+  MT_OK(metrale_free_async(ctx, p, s));
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_MESSAGE_HAS("freed at ");
+  MT_MESSAGE_HAS("test_redzone_reuse.c:");
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
 /* With the default batch nothing is checked at the free; the scan checks
  * the waiting block and reports it, with its tag. */
 static void scan_checks_waiting_blocks(void** state) {
@@ -557,6 +589,7 @@ int main(void) {
       cmocka_unit_test(scan_checks_waiting_blocks),
       cmocka_unit_test(scan_checks_live_and_freed_pads_together),
       cmocka_unit_test(a_free_deferred_by_a_capture_keeps_its_site),
+      cmocka_unit_test(an_async_free_names_its_site),
       cmocka_unit_test(intact_reuse_gets_no_fill),
       cmocka_unit_test(size_change_refills_only_outside_the_range),
       cmocka_unit_test(dirty_slack_costs_only_the_record),

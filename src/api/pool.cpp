@@ -22,9 +22,16 @@ METRALE_API metrale_status_t metrale_alloc_async_at(metrale_context_t* ctx, size
   });
 }
 
+METRALE_API metrale_status_t metrale_free_async_at(metrale_context_t* ctx, metrale_devptr_t dptr,
+                                                   metrale_stream_t* s, const char* file,
+                                                   int line) {
+  return guarded([&] { live(ctx)->free_on(dptr, s, file, line); });
+}
+
+#undef metrale_free_async
 METRALE_API metrale_status_t metrale_free_async(metrale_context_t* ctx, metrale_devptr_t dptr,
                                                 metrale_stream_t* s) {
-  return guarded([&] { live(ctx)->free_on(dptr, s); });
+  return guarded([&] { live(ctx)->free_on(dptr, s, nullptr, 0); });
 }
 
 METRALE_API metrale_status_t metrale_record_stream(metrale_context_t* ctx,

@@ -93,7 +93,7 @@ struct metrale_context {
 
   // --- the caching pool (pool_ops.cpp) ---
   // metrale_free_async: frees ptr on s (pooled), or as free() (raw).
-  void free_on(DevPtr ptr, metrale_stream* s);
+  void free_on(DevPtr ptr, metrale_stream* s, const char* file, int line);
   void record_stream(DevPtr ptr, metrale_stream* s);
   void pool_stats(metrale_pool_stats_t* out) const;
   size_t pool_trim(size_t keep_bytes);

@@ -106,8 +106,8 @@ void metrale_context::free(DevPtr ptr, const char* file, int line) {
   if (!free_pooled(ptr, nullptr, file, line)) free_impl(ptr, nullptr, file, line);
 }
 
-void metrale_context::free_on(DevPtr ptr, metrale_stream* s) {
+void metrale_context::free_on(DevPtr ptr, metrale_stream* s, const char* file, int line) {
   metrale::core::StreamObj* st = stream_of(s);  // a bad stream frees nothing
-  if (pool_ && free_pooled(ptr, st, nullptr, 0)) return;
-  free_impl(ptr, pool_ ? st : nullptr, nullptr, 0);
+  if (pool_ && free_pooled(ptr, st, file, line)) return;
+  free_impl(ptr, pool_ ? st : nullptr, file, line);
 }

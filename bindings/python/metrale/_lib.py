@@ -93,6 +93,7 @@ def _declare(lib):
         "metrale_alloc_async_at": (st, [vp, sz, vp, ctypes.c_char_p, ctypes.c_int, P(u64)]),
         "metrale_free_at": (st, [vp, u64, ctypes.c_char_p, ctypes.c_int]),
         "metrale_free_async": (st, [vp, u64, vp]),
+        "metrale_free_async_at": (st, [vp, u64, vp, ctypes.c_char_p, ctypes.c_int]),
         "metrale_memset": (st, [vp, u64, ctypes.c_uint8, sz]),
         "metrale_copy_h2d": (st, [vp, vp, sz, u64]),
         "metrale_copy_d2h": (st, [vp, u64, vp, sz]),

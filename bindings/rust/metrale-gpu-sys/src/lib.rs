@@ -341,6 +341,13 @@ extern "C" {
         dptr: metrale_devptr_t,
         s: *mut metrale_stream_t,
     ) -> metrale_status_t;
+    pub fn metrale_free_async_at(
+        ctx: *mut metrale_context_t,
+        dptr: metrale_devptr_t,
+        s: *mut metrale_stream_t,
+        file: *const c_char,
+        line: c_int,
+    ) -> metrale_status_t;
     pub fn metrale_record_stream(
         ctx: *mut metrale_context_t,
         dptr: metrale_devptr_t,
