@@ -22,7 +22,7 @@ void metrale_context::settle_streams_before_scan() {
   std::vector<EventHandle> marks;
   std::exception_ptr failed;
   {
-    std::lock_guard<std::mutex> hold(stream_handles_mutex_);
+    std::lock_guard<std::mutex> hold(stream_handles_mutex_);  // no backend destroy meanwhile
     const std::vector<metrale::core::StreamObj*> live = streams_.live();
     marks.reserve(live.size());
     settle_events_.reserve(settle_events_.size() + live.size());  // their way back cannot fail

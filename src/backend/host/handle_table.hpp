@@ -10,6 +10,7 @@
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -23,12 +24,17 @@ namespace metrale::backend::host {
 
 class HandleCounter {
  public:
-  uint64_t next() { return next_.fetch_add(1, std::memory_order_relaxed); }
-
- private:
   // Away from 0 (never a handle) and from small integers a caller may pass
   // by mistake.
-  std::atomic<uint64_t> next_{0x1000};
+  static constexpr uint64_t kFirst = 0x1000;
+  uint64_t next() { return next_.fetch_add(1, std::memory_order_relaxed); }
+  // Whether this counter gave out `handle` (live or destroyed since).
+  bool issued(uint64_t handle) const {
+    return handle >= kFirst && handle < next_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<uint64_t> next_{kFirst};
 };
 
 template <typename T>
@@ -83,6 +89,18 @@ class HandleTable {
     std::snprintf(text, sizeof text,
                   "host backend: %s handle 0x%" PRIx64 " is unknown or already destroyed", what_,
                   handle);
+    // One this backend gave out and destroyed since: the cuda backend would
+    // hand the driver a dead CUstream or CUevent here, which is undefined (it
+    // crashed in cuStreamIsCapturing once), so the core must never pass one.
+    // Race tests set METRALE_HOST_DEAD_HANDLE_ABORT=1 to make it fatal here
+    // too, where the host backend would otherwise refuse it quietly.
+    if (counter_->issued(handle)) {
+      const char* strict = std::getenv("METRALE_HOST_DEAD_HANDLE_ABORT");
+      if (strict != nullptr && strict[0] == '1') {
+        std::fprintf(stderr, "%s (METRALE_HOST_DEAD_HANDLE_ABORT=1)\n", text);
+        std::abort();
+      }
+    }
     fail(METRALE_ERROR_INVALID_ARGUMENT, text);
   }
 
