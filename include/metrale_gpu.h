@@ -354,8 +354,12 @@
  *      pool hands out what it freed or used; its cached blocks pass to the
  *      default stream. With red zones on it also waits for a red-zone check
  *      of freed blocks that another thread is running (that check may
- *      still free blocks on the stream); called from a host kernel it does
- *      not wait, and the check's end completes the pool's part.
+ *      still free blocks on the stream), and blocks freed there that still
+ *      wait for their check or sit in the quarantine pass to the default
+ *      stream after the stream's work; called from a host kernel it does
+ *      not wait, and the check's end completes the pool's part. A red-zone
+ *      or quarantine scan on another thread never delays a destroy beyond
+ *      a few driver calls (it waits on events of its own).
  *    - Thread-safe: one lock guards the pool; a chunk allocation from the
  *      driver is made with it held.
  */
