@@ -39,7 +39,9 @@ skipped() { [[ "$skip" == *" $1 "* ]]; }
 # about half the compile time on 2 cores, where the builds are most of this
 # script's time. The main build and the mutation build stay one object per
 # file, so code that compiles only beside its unity neighbours still fails.
-unity=(-Dunity=on -Dunity_size=10)
+# -O1, as the sanitizers' own docs advise: a third less compile time than
+# the default -O2, with reports as exact.
+unity=(-Dunity=on -Dunity_size=10 -Doptimization=1)
 
 # setup_once DIR [meson options...]: configures DIR unless it already is.
 setup_once() {
