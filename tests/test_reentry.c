@@ -273,6 +273,81 @@ static void kernel_destroying_own_context_is_refused(void** state) {
   mt_close(ctx);
 }
 
+/* A host kernel on stream `mine` that destroys `victim` while another
+ * thread's red-zone scan waits for `mine` (a scan first queues a mark on
+ * every stream, under a lock that the backend's destroys take too). */
+typedef struct {
+  metrale_context_t* ctx;
+  metrale_stream_t *mine, *victim;
+  int running, scanned;
+  metrale_status_t destroyed, scan;
+} destroy_beside_scan_t;
+
+static metrale_status_t destroying_beside_scan_kernel(const metrale_host_kernel_call_t* call,
+                                                      void* user) {
+  (void)call;
+  destroy_beside_scan_t* p = user;
+  __atomic_store_n(&p->running, 1, __ATOMIC_RELEASE);
+  usleep(100 * 1000); /* the scan reaches this kernel's stream and waits */
+  p->destroyed = metrale_stream_destroy(p->ctx, p->victim);
+  /* 64 more deaths: the victim's backend object is due for its destroy
+   * while the scan, which saw it live, has yet to queue its mark there. */
+  for (int i = 0; i < 64 && p->destroyed == METRALE_OK; ++i) {
+    metrale_stream_t* x = NULL;
+    p->destroyed = metrale_stream_create(p->ctx, &x);
+    if (p->destroyed == METRALE_OK) p->destroyed = metrale_stream_destroy(p->ctx, x);
+  }
+  return METRALE_OK;
+}
+
+static void* scan_while_kernel_runs(void* arg) {
+  destroy_beside_scan_t* p = arg;
+  if (!wait_for(&p->running, 1)) return NULL;
+  size_t n = 0;
+  p->scan = metrale_redzone_scan(p->ctx, NULL, 0, &n);
+  __atomic_store_n(&p->scanned, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* The destroy never waits for the scan's lock: the scan waits for the
+ * kernel, the kernel would wait for the scan. Both finish, with the pool on
+ * or off (METRALE_POOL=0 runs the suite again), and no backend object dies
+ * under the scan (the host backend aborts where the driver would be handed
+ * a dead stream). The kernel's stream is created first: the scan reaches
+ * it before the victim's. */
+static void kernel_destroying_a_stream_beside_a_scan(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = 64;
+  metrale_context_t* ctx = mt_open(&o);
+  mt_require_host(ctx);
+  watchdog_arm();
+  setenv("METRALE_HOST_DEAD_HANDLE_ABORT", "1", 1);
+  destroy_beside_scan_t p = {0};
+  p.ctx = ctx;
+  p.destroyed = METRALE_ERROR_INTERNAL;
+  p.scan = METRALE_ERROR_INTERNAL;
+  MT_OK(metrale_stream_create(ctx, &p.mine));
+  MT_OK(metrale_stream_create(ctx, &p.victim));
+  metrale_devptr_t live = 0; /* a pad for the scan to read */
+  MT_OK(metrale_alloc(ctx, 256, &live));
+  metrale_kernel_t* k =
+      register_kernel(ctx, "destroy_beside_scan", destroying_beside_scan_kernel, &p);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, scan_while_kernel_runs, &p), 0);
+  MT_OK(metrale_launch(ctx, k, one, one, 0, p.mine, NULL));
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_int_equal(p.destroyed, METRALE_OK);
+  assert_true(p.scanned);
+  assert_int_equal(p.scan, METRALE_OK);
+  MT_STATUS(metrale_stream_synchronize(ctx, p.victim), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_OK(metrale_free(ctx, live));
+  MT_OK(metrale_stream_destroy(ctx, p.mine));
+  watchdog_disarm();
+  mt_close(ctx);
+  unsetenv("METRALE_HOST_DEAD_HANDLE_ABORT");
+}
+
 static metrale_status_t destroying_other_stream_kernel(const metrale_host_kernel_call_t* call,
                                                        void* user) {
   (void)call;
@@ -620,6 +695,7 @@ int main(void) {
       cmocka_unit_test_teardown(kernel_destroying_own_context_is_refused, teardown),
       cmocka_unit_test_teardown(kernel_waiting_for_own_stream_is_refused, teardown),
       cmocka_unit_test_teardown(kernel_destroying_another_stream_with_red_zones, teardown),
+      cmocka_unit_test_teardown(kernel_destroying_a_stream_beside_a_scan, teardown),
       cmocka_unit_test_teardown(kernel_replayed_by_graph_owns_the_launch_stream, teardown),
       cmocka_unit_test_teardown(two_kernels_scanning_do_not_deadlock, teardown),
       cmocka_unit_test_teardown(two_kernels_waiting_for_each_other_do_not_deadlock, teardown),

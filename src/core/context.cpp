@@ -150,6 +150,7 @@ void metrale_context::release_everything() noexcept {
   }
   for (EventHandle e : settle_events_) quietly([&] { backend_->event_destroy(e); });
   settle_events_.clear();
+  release_buried_handles();
   for (metrale::core::StreamObj* s : streams_.live()) {
     if (s->is_default || !s->owns_backend) continue;  // a wrapped stream is the caller's
     quietly([&] { backend_->capture_abort(s->handle); });

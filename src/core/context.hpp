@@ -23,6 +23,7 @@
 #include "core/context_registry.hpp"
 #include "core/event_log.hpp"
 #include "core/fault_latch.hpp"
+#include "core/handle_graveyard.hpp"
 #include "core/handles.hpp"
 #include "core/intern.hpp"
 #include "core/kernel_timer.hpp"
@@ -440,7 +441,7 @@ struct metrale_context {
     bool owns_backend;
   };
   void retire_stream_handle(Retirement r);
-  void finish_retirement(const Retirement& r, bool report);
+  void finish_retirement(const Retirement& r) noexcept;
   // Freed blocks still naming `gone` (waiting for their pad check, in the
   // quarantine) move to the default stream once `gone`'s work is done.
   void hand_freed_blocks_to_heir(StreamHandle gone) noexcept;
@@ -453,12 +454,20 @@ struct metrale_context {
   static bool mark_verify_pass(bool on) noexcept;
   std::mutex retire_mutex_;
   std::vector<Retirement> retire_later_;  // under retire_mutex_
-  // Backend stream handles die under it (finish_retirement, a failed wrap),
-  // and a scan's settle (stream_settle.cpp) reads live streams' handles and
-  // queues its events on them under it: no driver call sees a dead stream.
-  // Nothing waits for a stream while holding it.
+  // Backend stream handles die under it (backend_release.cpp: taken with
+  // try_lock, never waited for), and a scan's settle (stream_settle.cpp)
+  // reads live streams' handles and queues its events on them under it: no
+  // driver call sees a dead stream. Nothing waits for a stream holding it.
   std::mutex stream_handles_mutex_;
   std::vector<EventHandle> settle_events_;  // idle, under stream_handles_mutex_
+  // Destroyed streams' and events' backend objects, kept a while so that a
+  // call racing the destroy never hands the driver a dead one
+  // (backend_release.cpp).
+  metrale::core::HandleGraveyard stream_graveyard_, event_graveyard_;
+  void release_stream_handle(StreamHandle h) noexcept;
+  void release_event_handle(EventHandle h) noexcept;
+  void destroy_backend_stream(StreamHandle h) noexcept;
+  void release_buried_handles() noexcept;  // teardown: every one, now
   // A pooled block whose free (on `on`, or its own stream) or a
   // record_stream use would land in an open capture: that stream, else 0.
   // deferred_mutex_ held.

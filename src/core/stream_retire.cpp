@@ -1,5 +1,6 @@
 // The end of metrale_stream_destroy: the pool retires the stream's handle
-// (after its work: pool_streams.cpp) and the backend destroys it.
+// (after its work: pool_streams.cpp) and hands it to the backend's
+// delayed destroy (backend_release.cpp).
 //
 // A red-zone pass (pad_verify_ops.cpp) takes its blocks off the check list
 // and frees them on the streams they were freed on; a destroy's retarget of
@@ -14,44 +15,36 @@
 #include "core/context.hpp"
 #include "core/log.hpp"
 
-using metrale::Error;
-
 void metrale_context::retire_stream_handle(Retirement r) {
   const bool passes = pool_ != nullptr && opts_.redzone_bytes > 0;
   if (!passes) {
-    finish_retirement(r, true);
+    finish_retirement(r);
     return;
   }
   if (!in_verify_pass() && !backend_->in_stream_work(0)) {
-    std::exception_ptr failed;
     {
       std::lock_guard<std::mutex> serial(verify_mutex_);
       // The retirement may log (a user callback may call back in).
       const bool was = mark_verify_pass(true);
-      try {
-        finish_retirement(r, true);
-      } catch (...) {
-        failed = std::current_exception();
-      }
+      finish_retirement(r);
       run_retirements_locked();
       mark_verify_pass(was);
     }
     drain_retirements();
-    if (failed != nullptr) std::rethrow_exception(failed);
     return;
   }
   try {
     std::lock_guard<std::mutex> lock(retire_mutex_);
     retire_later_.push_back(r);
   } catch (const std::bad_alloc&) {
-    finish_retirement(r, true);  // no room to queue it: at once, as without red zones
+    finish_retirement(r);  // no room to queue it: at once, as without red zones
     return;
   }
   // Inside a pass the pass runs it as it ends; else whoever holds the mutex.
   if (!in_verify_pass()) drain_retirements();
 }
 
-void metrale_context::finish_retirement(const Retirement& r, bool report) {
+void metrale_context::finish_retirement(const Retirement& r) noexcept {
   hand_freed_blocks_to_heir(r.handle);
   if (pool_) {
     try {
@@ -62,17 +55,7 @@ void metrale_context::finish_retirement(const Retirement& r, bool report) {
     }
   }
   if (!r.owns_backend) return;  // the native stream stays its owner's
-  // A lost context still gives the handle back: destroy is a release, not work.
-  try {
-    std::lock_guard<std::mutex> hold(stream_handles_mutex_);  // no scan's settle is using it
-    backend_->stream_destroy(r.handle);
-  } catch (const Error& e) {
-    if (e.status() == METRALE_ERROR_CONTEXT_LOST) fault_.latch(e.what());
-    if (fault_.lost()) return;
-    if (report) throw;
-    // Queued: its caller has returned OK; the log is all that can tell.
-    metrale::core::log().warn("destroying a stream after a red-zone pass failed: {}", e.what());
-  }
+  release_stream_handle(r.handle);  // later, when calls racing the destroy are gone
 }
 
 void metrale_context::hand_freed_blocks_to_heir(StreamHandle gone) noexcept {
@@ -104,13 +87,7 @@ void metrale_context::run_retirements_locked() noexcept {
     std::lock_guard<std::mutex> lock(retire_mutex_);
     todo.swap(retire_later_);
   }
-  for (const Retirement& r : todo) {
-    try {
-      finish_retirement(r, false);
-    } catch (...) {
-      // finish_retirement(..., false) logs; nothing reaches here.
-    }
-  }
+  for (const Retirement& r : todo) finish_retirement(r);
 }
 
 void metrale_context::drain_retirements() noexcept {

@@ -1,17 +1,16 @@
 // A scan's wait for the work on the context's streams (their kernels write
 // the pads it reads), beside other threads that destroy streams.
 //
-// A backend stream handle dies with its destroy (finish_retirement); a
-// driver call with a dead CUstream can crash in the driver, and another
-// thread may destroy any stream between the scan's snapshot and its wait.
-// So the handles are read and an event is queued on each under
-// stream_handles_mutex_, which a backend destroy takes too, and the events
-// (the scan's own) are waited for after it is let go: the mutex is never
-// held across a wait, so a destroy (from a host kernel the wait depends on,
-// say) waits for a few driver calls at most. Capturing streams are left
-// alone (an event recorded there would join the capture; a sync would break
-// it), and so is the whole device context: a cuCtxSynchronize would
-// invalidate a capture running on another thread.
+// A backend stream handle dies some time after its destroy
+// (backend_release.cpp); a driver call with a dead CUstream can crash in
+// the driver, and a scan's wait may outlast any number of destroys on
+// other threads. So the handles are read and an event is queued on each
+// under stream_handles_mutex_, without which no backend destroy runs, and
+// the events (the scan's own) are waited for after it is let go: the mutex
+// is never held across a wait, and a destroy never waits for it. Capturing
+// streams are left alone (an event recorded there would join the capture;
+// a sync would break it), and so is the whole device context: a
+// cuCtxSynchronize would invalidate a capture running on another thread.
 #include <exception>
 
 #include "core/context.hpp"

@@ -42,14 +42,7 @@ metrale_stream* metrale_context::stream_wrap(uint64_t native) {
     wraps_.emplace(key, Wrap{handle_from<metrale_stream>(v), 1});
   } catch (...) {
     if (v != 0) streams_.erase(v, [](StreamObj&) {});
-    if (owned) {
-      try {
-        std::lock_guard<std::mutex> hold(stream_handles_mutex_);  // a settle saw it live
-        backend_->stream_destroy(h);
-      } catch (...) {
-        // Already failing: the first error is the one to report.
-      }
-    }
+    if (owned) release_stream_handle(h);  // a settle may have seen it live
     throw;
   }
   return handle_from<metrale_stream>(v);

@@ -168,12 +168,7 @@ void metrale_context::event_destroy(metrale_event* e) {
   if (!events_.erase(value_of(e), [&](EventObj& ev) { h = ev.handle; })) {
     refuse_handle("event", e);
   }
-  try {
-    backend_->event_destroy(h);
-  } catch (const Error& err) {
-    if (err.status() == METRALE_ERROR_CONTEXT_LOST) fault_.latch(err.what());
-    if (!fault_.lost()) throw;
-  }
+  release_event_handle(h);  // later, when calls racing the destroy are gone
 }
 
 void metrale_context::stream_wait_event(metrale_stream* s, metrale_event* e) {
