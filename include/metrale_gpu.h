@@ -145,7 +145,8 @@
  *    or returns INVALID_ARGUMENT (the object's memory is kept until its
  *    context is destroyed, and a destroyed slot is reused only after 64
  *    others died after it; likewise the driver's own stream or event object
- *    lives on until 64 more of its kind died after it, so such a call never
+ *    lives on until 64 more of its kind died after it, and a graph's until
+ *    the launches that found it live have returned, so such a call never
  *    hands the driver a dead one); on the cuda backend, work the driver accepted
  *    for a stream it then destroys is the driver's business. Destroying a
  *    context while another thread uses it is not allowed; a call made after

@@ -426,8 +426,9 @@ static void handle_values_are_not_addresses(void** state) {
 
 /* --- a destroy racing with use (a race in the caller) --------------------------- */
 
-/* One thread keeps using the newest stream and event (sync, record,
- * query) while the test destroys them under it, round after round. Each
+/* One thread keeps using the newest stream, event and graph (sync,
+ * record, query, launch) while the test destroys them under it, round
+ * after round. Each
  * round waits for two of its calls before the destroys and two after, so
  * no call of it sees more than one death: well within rule 2's window of
  * 64 (past it the race is the caller's, and TSan rightly reports the
@@ -436,6 +437,7 @@ struct racer {
   metrale_context_t* ctx;
   _Atomic(metrale_stream_t*) s;
   _Atomic(metrale_event_t*) e;
+  _Atomic(metrale_graph_t*) g;
   atomic_int calls, stop, bad;
 };
 
@@ -444,11 +446,13 @@ static void* use_stream(void* arg) {
   while (!atomic_load(&r->stop)) {
     metrale_stream_t* s = atomic_load(&r->s);
     metrale_event_t* e = atomic_load(&r->e);
+    metrale_graph_t* g = atomic_load(&r->g);
     int done = 0;
-    metrale_status_t st[3] = {metrale_stream_synchronize(r->ctx, s),
+    metrale_status_t st[4] = {metrale_stream_synchronize(r->ctx, s),
                               metrale_event_record(r->ctx, e, s),
-                              metrale_event_query(r->ctx, e, &done)};
-    for (int k = 0; k < 3; ++k) {
+                              metrale_event_query(r->ctx, e, &done),
+                              metrale_graph_launch(r->ctx, g, s)};
+    for (int k = 0; k < 4; ++k) {
       if (st[k] != METRALE_OK && st[k] != METRALE_ERROR_INVALID_ARGUMENT) atomic_store(&r->bad, 1);
     }
     atomic_fetch_add(&r->calls, 1);
@@ -461,9 +465,17 @@ static void wait_for_calls(struct racer* r, int more) {
   while (atomic_load(&r->calls) < want) sched_yield();
 }
 
-/* The destroyed stream's and event's backend objects outlive the calls
- * that found them live (the host backend aborts where the driver would be
- * handed a dead one: METRALE_HOST_DEAD_HANDLE_ABORT). */
+/* An empty graph, captured on cap. */
+static metrale_graph_t* empty_graph(metrale_context_t* ctx, metrale_stream_t* cap) {
+  metrale_graph_t* g = NULL;
+  MT_OK(metrale_graph_begin_capture(ctx, cap));
+  MT_OK(metrale_graph_end_capture(ctx, cap, &g));
+  return g;
+}
+
+/* The destroyed stream's, event's and graph's backend objects outlive the
+ * calls that found them live (the host backend aborts where the driver
+ * would be handed a dead one: METRALE_HOST_DEAD_HANDLE_ABORT). */
 static void use_racing_destroy_works_or_is_refused(void** state) {
   (void)state;
   setenv("METRALE_HOST_DEAD_HANDLE_ABORT", "1", 1);
@@ -475,28 +487,38 @@ static void use_racing_destroy_works_or_is_refused(void** state) {
   metrale_event_t* e = NULL;
   MT_OK(metrale_stream_create(ctx, &s));
   MT_OK(metrale_event_create(ctx, METRALE_EVENT_DISABLE_TIMING, &e));
+  metrale_stream_t* cap = NULL;
+  MT_OK(metrale_stream_create(ctx, &cap));
+  metrale_graph_t* g = empty_graph(ctx, cap);
   atomic_store(&r.s, s);
   atomic_store(&r.e, e);
+  atomic_store(&r.g, g);
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, use_stream, &r), 0);
   for (int round = 0; round < 20000; ++round) {
     wait_for_calls(&r, 2);
+    MT_OK(metrale_graph_destroy(ctx, g));
     MT_OK(metrale_event_destroy(ctx, e));
     MT_OK(metrale_stream_destroy(ctx, s));
     wait_for_calls(&r, 2);
     MT_STATUS(metrale_stream_synchronize(ctx, s), METRALE_ERROR_INVALID_ARGUMENT);
     int done = 0;
     MT_STATUS(metrale_event_query(ctx, e, &done), METRALE_ERROR_INVALID_ARGUMENT);
+    MT_STATUS(metrale_graph_launch(ctx, g, NULL), METRALE_ERROR_INVALID_ARGUMENT);
     MT_OK(metrale_stream_create(ctx, &s));
     MT_OK(metrale_event_create(ctx, METRALE_EVENT_DISABLE_TIMING, &e));
+    g = empty_graph(ctx, cap);
     atomic_store(&r.s, s);
     atomic_store(&r.e, e);
+    atomic_store(&r.g, g);
   }
   atomic_store(&r.stop, 1);
   pthread_join(t, NULL);
   assert_int_equal(atomic_load(&r.bad), 0);
+  MT_OK(metrale_graph_destroy(ctx, g));
   MT_OK(metrale_event_destroy(ctx, e));
   MT_OK(metrale_stream_destroy(ctx, s));
+  MT_OK(metrale_stream_destroy(ctx, cap));
   mt_close(ctx);
   unsetenv("METRALE_HOST_DEAD_HANDLE_ABORT");
 }

@@ -43,6 +43,11 @@ struct EventObj {
 struct GraphObj {
   metrale_context* owner = nullptr;
   backend::GraphHandle handle = 0;
+  // Launches between their lookup and the backend's answer: a destroy
+  // waits for them before the backend destroys the graph (streams.cpp).
+  // Signed: a launch that lost a race with more than 64 deaths (rule 2's
+  // window) may count down a reused slot's fresh counter.
+  std::atomic<int32_t> launching{0};
 };
 
 }  // namespace metrale::core

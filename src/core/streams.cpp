@@ -2,6 +2,8 @@
 // named by handle values from this context's slot tables. A destroy kills
 // the value for good (its serial is never issued again): a second destroy,
 // or any later use, is INVALID_ARGUMENT and touches no other object.
+#include <thread>
+
 #include "core/context.hpp"
 #include "core/log.hpp"
 
@@ -256,7 +258,16 @@ void metrale_context::graph_abort_capture(metrale_stream* s) {
 
 void metrale_context::graph_launch(metrale_graph* g, metrale_stream* s) {
   fault_.check();
-  auto* gr = graph_of(g);
+  GraphObj* gr = graph_of(g);
+  // Counted before the second look: a destroy that erased the handle
+  // before the count sees it refused here; one after it waits (below).
+  gr->launching.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  struct Done {
+    GraphObj* gr;
+    ~Done() { gr->launching.fetch_sub(1, std::memory_order_release); }
+  } done{gr};
+  if (graphs_.find(value_of(g)) != gr) refuse_handle("graph", g);
   auto* st = stream_of(s);
   // The driver answers a graph launch into a capture with
   // STREAM_CAPTURE_UNSUPPORTED and invalidates the capture (probed on an
@@ -277,8 +288,20 @@ void metrale_context::graph_launch(metrale_graph* g, metrale_stream* s) {
 void metrale_context::graph_destroy(metrale_graph* g) {
   if (g == nullptr) return;
   metrale::backend::GraphHandle h = 0;
-  if (!graphs_.erase(value_of(g), [&](GraphObj& gr) { h = gr.handle; })) {
+  GraphObj* obj = nullptr;
+  if (!graphs_.erase(value_of(g), [&](GraphObj& gr) {
+        h = gr.handle;
+        obj = &gr;
+      })) {
     refuse_handle("graph", g);
+  }
+  // A launch on another thread that found the graph live still uses its
+  // backend handle (a CUgraphExec destroyed under it can crash the driver):
+  // its call ends within a driver call. From a host kernel, which such a
+  // launch may be waiting for, the host backend's own references suffice.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!backend_->in_stream_work(0)) {
+    while (obj->launching.load(std::memory_order_acquire) > 0) std::this_thread::yield();
   }
   try {
     backend_->graph_destroy(h);
