@@ -430,14 +430,6 @@ static size_t rss_bytes(void) {
   return got == 2 ? (size_t)resident * (size_t)sysconf(_SC_PAGESIZE) : 0;
 }
 
-/* Under valgrind the process's RSS is mostly valgrind's own (translated
- * code, shadow memory), growing as more code runs: it says nothing about the
- * library. valgrind preloads its vgpreload libraries into every client. */
-static int under_valgrind(void) {
-  const char* p = getenv("LD_PRELOAD");
-  return p != NULL && strstr(p, "vgpreload") != NULL;
-}
-
 static void launch_empty(metrale_context_t* ctx, metrale_kernel_t* k, long n) {
   metrale_dim3_t one = {1, 1, 1};
   for (long i = 0; i < n; ++i) {
@@ -472,7 +464,7 @@ static void timing_200k_launches_stays_bounded_and_exact(void** state) {
 #if defined(__SANITIZE_ADDRESS__)
   const int rss_means_something = 0;
 #else
-  const int rss_means_something = !under_valgrind();
+  const int rss_means_something = !mt_under_valgrind();
 #endif
   if (before != 0 && rss_means_something) {
     /* Unbounded: 200k spans and 400k events, tens of MiB. */

@@ -273,6 +273,17 @@ static void kernel_destroying_own_context_is_refused(void** state) {
   mt_close(ctx);
 }
 
+/* A context with 64-byte red zones on the host backend (else the case is
+ * skipped), under the watchdog. */
+static metrale_context_t* open_padded_on_host(void) {
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = 64;
+  metrale_context_t* ctx = mt_open(&o);
+  mt_require_host(ctx);
+  watchdog_arm();
+  return ctx;
+}
+
 /* A host kernel on stream `mine` that destroys `victim` while another
  * thread's red-zone scan waits for `mine` (a scan first queues a mark on
  * every stream, under a lock that the backend's destroys take too). */
@@ -317,11 +328,7 @@ static void* scan_while_kernel_runs(void* arg) {
  * it before the victim's. */
 static void kernel_destroying_a_stream_beside_a_scan(void** state) {
   (void)state;
-  metrale_context_options_t o = mt_options();
-  o.redzone_bytes = 64;
-  metrale_context_t* ctx = mt_open(&o);
-  mt_require_host(ctx);
-  watchdog_arm();
+  metrale_context_t* ctx = open_padded_on_host();
   setenv("METRALE_HOST_DEAD_HANDLE_ABORT", "1", 1);
   destroy_beside_scan_t p = {0};
   p.ctx = ctx;
@@ -363,11 +370,7 @@ static metrale_status_t destroying_other_stream_kernel(const metrale_host_kernel
  * freed on the stream go back, and the pool names no dead stream. */
 static void kernel_destroying_another_stream_with_red_zones(void** state) {
   (void)state;
-  metrale_context_options_t o = mt_options();
-  o.redzone_bytes = 64;
-  metrale_context_t* ctx = mt_open(&o);
-  mt_require_host(ctx);
-  watchdog_arm();
+  metrale_context_t* ctx = open_padded_on_host();
   kernel_probe_t p = {0};
   p.ctx = ctx;
   MT_OK(metrale_stream_create(ctx, &p.other));

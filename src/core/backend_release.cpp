@@ -16,15 +16,31 @@
 
 using metrale::Error;
 
-void metrale_context::destroy_backend_stream(StreamHandle h) noexcept {
+namespace {
+
+// A lost context still gives the handle back: destroy is a release, not
+// work. Any other failure can only be logged: the caller's destroy
+// returned long ago.
+template <class Destroy>
+void destroy_logged(metrale::core::FaultLatch& fault, const char* what,
+                    Destroy&& destroy) noexcept {
   try {
-    backend_->stream_destroy(h);
-  } catch (const Error& e) {
-    // A lost context still gives the handle back: destroy is a release.
-    if (e.status() == METRALE_ERROR_CONTEXT_LOST) fault_.latch(e.what());
-    if (fault_.lost()) return;
-    metrale::core::log().warn("destroying a stream's backend object failed: {}", e.what());
+    try {
+      destroy();
+    } catch (const Error& e) {
+      if (e.status() == METRALE_ERROR_CONTEXT_LOST) fault.latch(e.what());
+      if (fault.lost()) return;
+      metrale::core::log().warn("destroying {}'s backend object failed: {}", what, e.what());
+    }
+  } catch (...) {
+    // No memory to latch or log it: the handle is gone either way.
   }
+}
+
+}  // namespace
+
+void metrale_context::destroy_backend_stream(StreamHandle h) noexcept {
+  destroy_logged(fault_, "a stream", [&] { backend_->stream_destroy(h); });
 }
 
 void metrale_context::release_stream_handle(StreamHandle h) noexcept {
@@ -41,13 +57,7 @@ void metrale_context::release_stream_handle(StreamHandle h) noexcept {
 
 void metrale_context::release_event_handle(EventHandle h) noexcept {
   auto destroy = [&](EventHandle e) {
-    try {
-      backend_->event_destroy(e);
-    } catch (const Error& err) {
-      if (err.status() == METRALE_ERROR_CONTEXT_LOST) fault_.latch(err.what());
-      if (fault_.lost()) return;
-      metrale::core::log().warn("destroying an event's backend object failed: {}", err.what());
-    }
+    destroy_logged(fault_, "an event", [&] { backend_->event_destroy(e); });
   };
   if (!event_graveyard_.bury(h)) destroy(h);
   uint64_t old = 0;

@@ -83,6 +83,11 @@ int mt_pool_on(metrale_context_t* ctx) {
   return st.enabled;
 }
 
+int mt_under_valgrind(void) {
+  const char* p = getenv("LD_PRELOAD");
+  return p != NULL && strstr(p, "vgpreload") != NULL;
+}
+
 void mt_require_host(metrale_context_t* ctx) {
   if (!mt_is_host(ctx)) {
     print_message("skip: this case reads device pointers as host addresses (host backend only)\n");

@@ -51,6 +51,9 @@ int mt_is_host(metrale_context_t* ctx);
 metrale_status_t mt_create_without_pool(metrale_context_options_t* opts, metrale_context_t** ctx);
 /* 1 when metrale_alloc serves from the caching pool (metrale_pool_stats). */
 int mt_pool_on(metrale_context_t* ctx);
+/* 1 under valgrind (it preloads its vgpreload libraries into every
+ * client): races that need many thread switches run fewer rounds there. */
+int mt_under_valgrind(void);
 
 /* Launch shorthands for the test kernels (one block of up to 256 threads
  * per 256 elements). Return the launch status. */
