@@ -495,9 +495,9 @@ static void use_racing_destroy_works_or_is_refused(void** state) {
   atomic_store(&r.s, s);
   atomic_store(&r.e, e);
   atomic_store(&r.g, g);
+  r.yield = mt_under_valgrind();
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, use_stream, &r), 0);
-  r.yield = mt_under_valgrind();
   /* A round on the cuda backend makes a stream and captures and
    * instantiates a graph: ms where the host takes µs. */
   const int rounds = r.yield ? 200 : mt_is_host(ctx) ? 20000 : 1000;
