@@ -73,6 +73,11 @@ class HandleTable {
     refuse(handle);
   }
 
+  size_t live_count() const {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    return live_.size();
+  }
+
   // Every live object, for teardown.
   std::vector<std::shared_ptr<T>> drain() {
     std::unique_lock<std::shared_mutex> lock(mutex_);

@@ -1,5 +1,6 @@
 #include "backend/host/host_backend.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "backend/env_number.hpp"
@@ -35,6 +36,17 @@ HostBackend::HostBackend(int ordinal)
 // left (arenas the caller forgot, a failed teardown) is freed here so a
 // context never leaks host memory.
 HostBackend::~HostBackend() {
+  // Under the race tests' strict switch, a stream, event or graph the core
+  // never destroyed is fatal too: on cuda it would outlive the context.
+  const char* strict = std::getenv("METRALE_HOST_DEAD_HANDLE_ABORT");
+  if (strict != nullptr && strict[0] == '1' &&
+      streams_.live_count() + events_.live_count() + graphs_.live_count() != 0) {
+    std::fprintf(stderr,
+                 "host backend destroyed with %zu streams, %zu events, %zu graphs live "
+                 "(METRALE_HOST_DEAD_HANDLE_ABORT=1)\n",
+                 streams_.live_count(), events_.live_count(), graphs_.live_count());
+    std::abort();
+  }
   ProcessPins::instance().remove_owner(this);
   for (uintptr_t base : regions_.drain_owned()) std::free(reinterpret_cast<void*>(base));
 }
