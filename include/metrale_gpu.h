@@ -138,7 +138,9 @@
  *      metrale_default_stream NULL, metrale_has_module 0);
  *    - a kernel of an unloaded module is METRALE_ERROR_NOT_FOUND (message:
  *      "belongs to a module that was unloaded") until its context is
- *      destroyed; a new lookup after a reload returns a new value.
+ *      destroyed; a new lookup after a reload returns a new value; a
+ *      launch racing the unload runs the kernel or is NOT_FOUND (the
+ *      module stays loaded until 8 more were unloaded after it).
  *    Threads: calls on different handles run in parallel. A call made while
  *    another thread destroys the same stream, event or graph is a race in
  *    the caller: it either acts on the handle as it was before the destroy
@@ -1257,7 +1259,12 @@ metrale_status_t metrale_module_load_file(metrale_context_t* ctx, const char* na
 /** Unloads a module; its kernel handles stay known to the context, but
  *  launching them is NOT_FOUND for good, even after a module of the same
  *  name is loaded again (look the kernel up again). NOT_FOUND when no
- *  module has that name. */
+ *  module has that name. The backend's module (on cuda its code and
+ *  globals in device memory) stays loaded until 8 more modules of the
+ *  context were unloaded after it, or the context is destroyed: a launch
+ *  racing this call on another thread (rule 2) runs the kernel or is
+ *  NOT_FOUND, and never hands the driver an unloaded function. A failure
+ *  of that later backend unload is logged, not returned. */
 metrale_status_t metrale_module_unload(metrale_context_t* ctx, const char* name);
 /** 1 when a module (loaded or host-registered) has that name, else 0 (also
  *  for bad arguments, which set the message). */

@@ -529,6 +529,67 @@ static void use_racing_destroy_works_or_is_refused(void** state) {
   unsetenv("METRALE_HOST_DEAD_HANDLE_ABORT");
 }
 
+/* One thread keeps launching the newest kernel while the test unloads its
+ * module under it and loads it again, round after round. A launch that
+ * found the kernel live runs it (the module stays loaded until 8 more were
+ * unloaded after it); one after is NOT_FOUND. The host backend aborts
+ * where the driver would be handed an unloaded function. */
+struct launcher {
+  metrale_context_t* ctx;
+  _Atomic(metrale_kernel_t*) k;
+  atomic_int calls, stop, bad;
+  int yield;
+};
+
+static void* launch_newest(void* arg) {
+  struct launcher* l = arg;
+  while (!atomic_load(&l->stop)) {
+    const metrale_status_t st = metrale_launch(l->ctx, atomic_load(&l->k), ONE, ONE, 0, NULL, NULL);
+    if (st != METRALE_OK && st != METRALE_ERROR_NOT_FOUND) atomic_store(&l->bad, 1);
+    atomic_fetch_add(&l->calls, 1);
+    if (l->yield) sched_yield();
+  }
+  return NULL;
+}
+
+static void wait_for_launches(struct launcher* l, int more) {
+  const int want = atomic_load(&l->calls) + more;
+  while (atomic_load(&l->calls) < want) sched_yield();
+}
+
+static void launch_racing_unload_works_or_is_refused(void** state) {
+  (void)state;
+  setenv("METRALE_HOST_DEAD_HANDLE_ABORT", "1", 1);
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_load_kernels(ctx);
+  struct launcher l;
+  memset(&l, 0, sizeof l);
+  l.ctx = ctx;
+  atomic_store(&l.k, mt_kernel(ctx, "empty_kernel"));
+  l.yield = mt_under_valgrind();
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, launch_newest, &l), 0);
+  /* A cuda round loads a fatbin: about a millisecond. */
+  const int rounds = l.yield ? 200 : mt_is_host(ctx) ? 20000 : 500;
+  for (int round = 0; round < rounds; ++round) {
+    wait_for_launches(&l, 2);
+    metrale_kernel_t* old = atomic_load(&l.k);
+    MT_OK(metrale_module_unload(ctx, MT_KERNEL_MODULE));
+    wait_for_launches(&l, 2);
+    MT_STATUS(metrale_launch(ctx, old, ONE, ONE, 0, NULL, NULL), METRALE_ERROR_NOT_FOUND);
+    mt_load_kernels(ctx);
+    atomic_store(&l.k, mt_kernel(ctx, "empty_kernel"));
+  }
+  atomic_store(&l.stop, 1);
+  pthread_join(t, NULL);
+  assert_int_equal(atomic_load(&l.bad), 0);
+  MT_OK(metrale_stream_synchronize(ctx, NULL));
+  /* Kept modules die with the context (the host backend aborts at its
+   * destruction when one is still loaded). */
+  mt_close(ctx);
+  unsetenv("METRALE_HOST_DEAD_HANDLE_ABORT");
+}
+
 /* --- fork() --------------------------------------------------------------------- */
 
 /* Runs in the child: returns 0 when all holds, else the number of the
@@ -598,6 +659,7 @@ int main(void) {
       cmocka_unit_test(garbage_handles_are_refused),
       cmocka_unit_test(handle_values_are_not_addresses),
       cmocka_unit_test(use_racing_destroy_works_or_is_refused),
+      cmocka_unit_test(launch_racing_unload_works_or_is_refused),
       cmocka_unit_test(fork_child_cannot_use_parent_contexts),
   };
   return MT_RUN(tests);

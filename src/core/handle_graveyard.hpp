@@ -1,5 +1,6 @@
 // Backend handles the caller destroyed that the backend has not yet: the
-// newest kKeep of a kind wait here (backend_release.cpp says why).
+// newest `keep` of a kind wait here (backend_release.cpp and modules.cpp
+// say why).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,8 @@ class HandleGraveyard {
   // Rule 2's window: a destroyed slot is reused after 64 later deaths.
   static constexpr size_t kKeep = 64;
 
+  explicit HandleGraveyard(size_t keep = kKeep) : keep_(keep) {}
+
   // False when there is no memory to keep h: the caller destroys it now.
   bool bury(uint64_t h) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -27,10 +30,10 @@ class HandleGraveyard {
     return true;
   }
 
-  // The oldest handle past the newest kKeep, taken out; false when none.
+  // The oldest handle past the newest `keep`, taken out; false when none.
   bool take_overdue(uint64_t* h) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (dead_.size() <= kKeep) return false;
+    if (dead_.size() <= keep_) return false;
     *h = dead_.front();
     dead_.pop_front();
     return true;
@@ -45,6 +48,7 @@ class HandleGraveyard {
   }
 
  private:
+  const size_t keep_;
   std::mutex mutex_;
   std::deque<uint64_t> dead_;
 };

@@ -1,8 +1,33 @@
+// Module loads and unloads, kernel lookup. An unloaded module's kernels
+// are refused at once (stale), but its backend module lives on until
+// kKeptModules more were unloaded after it, or the context goes: a launch
+// on another thread may have passed the stale check just before the unload
+// and still be on its way to the driver with the module's function (rule 2
+// calls that a race in the caller; it must not hand the driver a freed
+// CUfunction). A fence on the launch path would cost every launch.
 #include "core/modules.hpp"
 
 #include "backend/error.hpp"
+#include "core/log.hpp"
 
 namespace metrale::core {
+
+namespace {
+
+// Only logged: the caller's unload returned long ago.
+void unload_logged(backend::Backend& b, backend::ModuleHandle h) noexcept {
+  try {
+    try {
+      b.module_unload(h);
+    } catch (const Error& e) {
+      log().warn("unloading a module the caller unloaded earlier failed: {}", e.what());
+    }
+  } catch (...) {
+    // No memory to log it: the module dies with the context.
+  }
+}
+
+}  // namespace
 
 void Modules::load(const std::string& name, const void* image, size_t size) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -22,7 +47,10 @@ void Modules::unload(const std::string& name) {
   Module m = std::move(it->second);
   modules_.erase(it);
   for (KernelObj* k : m.kernels) k->stale.store(true, std::memory_order_release);
-  backend_.module_unload(m.handle);
+  // No memory to keep it: unloaded now, its error the caller's.
+  if (!unloaded_.bury(m.handle)) backend_.module_unload(m.handle);
+  uint64_t old = 0;
+  while (unloaded_.take_overdue(&old)) unload_logged(backend_, old);
 }
 
 bool Modules::has(const std::string& name) const {
@@ -117,6 +145,19 @@ void Modules::unload_all() noexcept {
     }
   }
   modules_.clear();
+  std::vector<uint64_t> kept;
+  try {
+    kept = unloaded_.take_all();
+  } catch (...) {
+    log().warn("unloaded modules' backend objects leaked at teardown (no memory)");
+  }
+  for (uint64_t h : kept) {
+    try {
+      backend_.module_unload(h);
+    } catch (...) {
+      // As above.
+    }
+  }
 }
 
 }  // namespace metrale::core

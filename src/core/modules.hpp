@@ -2,7 +2,8 @@
 // kernel cache: one kernel handle per module::function and module load,
 // owned here until the context is destroyed. A kernel of an unloaded module
 // keeps its slot (and its handle stays known), marked stale: launching it is
-// NOT_FOUND, not a use of the unloaded module.
+// NOT_FOUND, not a use of the unloaded module. The backend module itself is
+// unloaded kKeptModules unloads later (modules.cpp says why).
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/handle_graveyard.hpp"
 #include "core/intern.hpp"
 #include "core/slot_table.hpp"
 
@@ -36,6 +38,11 @@ struct KernelObj {
 
 class Modules {
  public:
+  // Unloaded backend modules kept loaded (their device code and globals):
+  // few, since each may hold megabytes; a launch that passed the stale
+  // check is a few instructions from the driver.
+  static constexpr size_t kKeptModules = 8;
+
   Modules(backend::Backend& b, InternTable& strings) : backend_(b), strings_(strings) {}
 
   void load(const std::string& name, const void* image, size_t size);
@@ -54,7 +61,7 @@ class Modules {
   KernelObj* find(const metrale_kernel* k) const noexcept {
     return kernels_.find(handle_id::value_of(k));
   }
-  // Context teardown: unloads every module, errors ignored.
+  // Context teardown: unloads every module, the kept ones too, errors ignored.
   void unload_all() noexcept;
 
  private:
@@ -71,6 +78,7 @@ class Modules {
   std::map<std::string, Module> modules_;
   std::unordered_map<std::string, uint64_t> cache_;  // "module\0function" -> handle
   SlotTable<KernelObj> kernels_{"kernel"};
+  HandleGraveyard unloaded_{kKeptModules};
 };
 
 }  // namespace metrale::core

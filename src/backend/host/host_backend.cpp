@@ -36,15 +36,18 @@ HostBackend::HostBackend(int ordinal)
 // left (arenas the caller forgot, a failed teardown) is freed here so a
 // context never leaks host memory.
 HostBackend::~HostBackend() {
-  // Under the race tests' strict switch, a stream, event or graph the core
-  // never destroyed is fatal too: on cuda it would outlive the context.
+  // Under the race tests' strict switch, a stream, event, graph or module
+  // the core never destroyed is fatal too: on cuda it would outlive the
+  // context.
   const char* strict = std::getenv("METRALE_HOST_DEAD_HANDLE_ABORT");
   if (strict != nullptr && strict[0] == '1' &&
-      streams_.live_count() + events_.live_count() + graphs_.live_count() != 0) {
+      streams_.live_count() + events_.live_count() + graphs_.live_count() +
+              kernels_.live_modules() != 0) {
     std::fprintf(stderr,
-                 "host backend destroyed with %zu streams, %zu events, %zu graphs live "
-                 "(METRALE_HOST_DEAD_HANDLE_ABORT=1)\n",
-                 streams_.live_count(), events_.live_count(), graphs_.live_count());
+                 "host backend destroyed with %zu streams, %zu events, %zu graphs, %zu modules "
+                 "live (METRALE_HOST_DEAD_HANDLE_ABORT=1)\n",
+                 streams_.live_count(), events_.live_count(), graphs_.live_count(),
+                 kernels_.live_modules());
     std::abort();
   }
   ProcessPins::instance().remove_owner(this);

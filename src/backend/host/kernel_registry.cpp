@@ -1,6 +1,7 @@
 #include "backend/host/kernel_registry.hpp"
 
 #include <cinttypes>
+#include <cstdlib>
 #include <cstdio>
 #include <mutex>
 
@@ -96,6 +97,11 @@ void KernelRegistry::unload(ModuleHandle m) {
   modules_.erase(it);
 }
 
+size_t KernelRegistry::live_modules() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  return modules_.size();
+}
+
 FuncHandle KernelRegistry::function(ModuleHandle m, const char* name) const {
   if (name == nullptr) {
     fail(METRALE_ERROR_INVALID_ARGUMENT, "host backend: function name is NULL");
@@ -118,6 +124,17 @@ std::shared_ptr<const HostFunction> KernelRegistry::get(FuncHandle f) const {
   auto it = functions_.find(f);
   if (it != functions_.end()) return it->second;
   if (unloaded_.count(f) != 0) {
+    // The cuda backend would hand the driver a freed CUfunction here: the
+    // core keeps unloaded modules loaded for a while so that a launch racing
+    // an unload never does. Race tests make it fatal (as handle_table.hpp).
+    const char* strict = std::getenv("METRALE_HOST_DEAD_HANDLE_ABORT");
+    if (strict != nullptr && strict[0] == '1') {
+      std::fprintf(stderr,
+                   "host backend: function handle %s of an unloaded module launched or queried "
+                   "(METRALE_HOST_DEAD_HANDLE_ABORT=1)\n",
+                   hex(f).c_str());
+      std::abort();
+    }
     fail(METRALE_ERROR_NOT_FOUND,
          "host backend: function handle " + hex(f) + " belongs to an unloaded module");
   }

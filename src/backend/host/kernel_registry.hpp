@@ -44,8 +44,11 @@ class KernelRegistry {
   void unload(ModuleHandle m);
   // NOT_FOUND when the module has no such function.
   FuncHandle function(ModuleHandle m, const char* name) const;
+  // Modules not unloaded (a teardown check).
+  size_t live_modules() const;
   // INVALID_ARGUMENT for an unknown handle, NOT_FOUND for one whose module
-  // was unloaded.
+  // was unloaded (fatal under METRALE_HOST_DEAD_HANDLE_ABORT=1: on cuda it
+  // would be a freed function).
   std::shared_ptr<const HostFunction> get(FuncHandle f) const;
 
  private:
