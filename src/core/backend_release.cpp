@@ -5,7 +5,7 @@
 // (rule 2 calls that a race in the caller, and promises the call acts as
 // before the destroy or is refused). A destroyed CUstream or CUevent is a
 // dangling pointer that can crash the driver, so the backend object lives
-// until kKeep more of its kind die after it: as long as the slot of the
+// until HandleGraveyard::kKeep more of its kind die after it: as long as the slot of the
 // handle stays unused (rule 2's window). Streams die under
 // stream_handles_mutex_ (a scan's settle uses live streams' handles under
 // it) but never wait for it: a destroy from a host kernel whose stream the
@@ -72,18 +72,6 @@ void metrale_context::release_buried_handles() noexcept {
   } catch (const std::bad_alloc&) {
     metrale::core::log().warn("destroyed streams' and events' backend objects leaked (no memory)");
   }
-  for (uint64_t e : events) {
-    try {
-      backend_->event_destroy(e);
-    } catch (...) {
-      // Teardown goes on; the backend object dies with the backend.
-    }
-  }
-  for (uint64_t s : streams) {
-    try {
-      backend_->stream_destroy(s);
-    } catch (...) {
-      // As above.
-    }
-  }
+  for (uint64_t e : events) destroy_logged(fault_, "an event", [&] { backend_->event_destroy(e); });
+  for (uint64_t s : streams) destroy_backend_stream(s);
 }
