@@ -460,6 +460,86 @@ static void queries_leave_another_threads_global_capture_intact(void** state) {
   mt_close(ctx);
 }
 
+/* --- launches whatever context the thread has current --------------------- */
+
+typedef int (*cu_ctx_get_current_fn)(void** ctx);
+typedef int (*cu_ctx_create_fn)(void** ctx, unsigned flags, int dev);
+typedef int (*cu_ctx_destroy_fn)(void* ctx);
+
+struct bare_launch {
+  metrale_context_t* ctx;
+  metrale_kernel_t* fill;
+  metrale_stream_t* s;
+  metrale_devptr_t p;   /* 2 * 1024 u32 */
+  void* lib;
+  int other;            /* make a context of its own current first */
+  int had_current;      /* what the thread had current before the launches */
+  metrale_status_t st[2];
+};
+
+/* A fresh thread, so no context is current, or one with a context of its
+ * own current: metrale_launch and metrale_launch_packed are the thread's
+ * first calls of the library. */
+static void* launch_on_bare_thread(void* arg) {
+  struct bare_launch* a = arg;
+  cu_ctx_get_current_fn get_current = (cu_ctx_get_current_fn)dlsym(a->lib, "cuCtxGetCurrent");
+  cu_ctx_create_fn create = (cu_ctx_create_fn)dlsym(a->lib, "cuCtxCreate_v2");
+  cu_ctx_destroy_fn destroy = (cu_ctx_destroy_fn)dlsym(a->lib, "cuCtxDestroy_v2");
+  void* own = NULL;
+  if (a->other && create != NULL && create(&own, 0, 0) != 0) own = NULL;
+  void* current = NULL;
+  if (get_current != NULL) get_current(&current);
+  a->had_current = current != NULL;
+  uint32_t value = 0xC0DE0000u + (uint32_t)a->other;
+  uint64_t n = 1024;
+  void* params[] = {&a->p, &value, &n};
+  metrale_dim3_t grid = {4, 1, 1}, block = {256, 1, 1};
+  a->st[0] = metrale_launch(a->ctx, a->fill, grid, block, 0, a->s, params);
+  struct {
+    uint64_t p;
+    uint32_t value, pad;
+    uint64_t n;
+  } packed = {a->p + 1024 * sizeof(uint32_t), value + 0x100, 0, n};
+  a->st[1] = metrale_launch_packed(a->ctx, a->fill, grid, block, 0, a->s, &packed, sizeof packed);
+  if (own != NULL && destroy != NULL) destroy(own);
+  return NULL;
+}
+
+/* The cuda backend launches on a stream of its own without first asking
+ * which context is current (a tenth of its cost per launch); a thread with
+ * none, or with another one, still gets the kernel run in the library's. */
+static void launch_works_whatever_context_is_current(void** state) {
+  (void)state;
+  void* lib = cuda_driver_or_skip("makes contexts current");
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_load_kernels(ctx);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 2 * 1024 * sizeof(uint32_t), &p));
+  for (int other = 0; other < 2; ++other) {
+    MT_OK(metrale_memset(ctx, p, 0, 2 * 1024 * sizeof(uint32_t)));
+    struct bare_launch a = {ctx, mt_kernel(ctx, "fill_u32"), s, p, lib, other, -1, {-1, -1}};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, launch_on_bare_thread, &a), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(a.had_current, other);  /* the case this round is about */
+    MT_OK(a.st[0]);
+    MT_OK(a.st[1]);
+    MT_OK(metrale_stream_synchronize(ctx, s));
+    uint32_t* got = (uint32_t*)mt_read_device(ctx, p, 2 * 1024 * sizeof(uint32_t));
+    for (int i = 0; i < 1024; ++i) {
+      assert_int_equal(got[i], 0xC0DE0000u + (uint32_t)other);
+      assert_int_equal(got[1024 + i], 0xC0DE0100u + (uint32_t)other);
+    }
+    free(got);
+  }
+  MT_OK(metrale_context_fault(ctx));
+  MT_OK(metrale_free(ctx, p));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
 /* --- a plain invalid launch ------------------------------------------------------------- */
 
 static metrale_status_t return_user_status(const metrale_host_kernel_call_t* call, void* user) {
@@ -542,6 +622,7 @@ int main(void) {
       cmocka_unit_test(memory_pinned_through_the_driver_counts),
       cmocka_unit_test(queries_leave_another_threads_global_capture_intact),
       cmocka_unit_test(plain_launch_errors_do_not_latch),
+      cmocka_unit_test(launch_works_whatever_context_is_current),
   };
   return MT_RUN(tests);
 }

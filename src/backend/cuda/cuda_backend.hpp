@@ -130,6 +130,9 @@ class CudaBackend final : public Backend {
   // Checked on every call rather than cached per thread: Go moves goroutines
   // between OS threads, and other libraries on the same thread may set their
   // own context in between. cuCtxGetCurrent only reads thread-local state.
+  // cuLaunchKernel, made current only when the plain try fails (cuda_modules.cpp).
+  CUresult launch_current(CUfunction f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
+                          StreamHandle s, void** params, void** extra);
   void make_current() {
     CUcontext current = nullptr;
     if (api_.ctxGetCurrent(&current) == CUDA_SUCCESS && current == context_) return;

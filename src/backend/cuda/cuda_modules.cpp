@@ -79,22 +79,39 @@ bool CudaBackend::function_params(FuncHandle f, std::vector<ParamInfo>* out) {
   return true;
 }
 
+// A launch on a stream of ours is first made as is, without the
+// cuCtxGetCurrent of make_current(): the thread almost always has our
+// context current already (the first call of any other kind made it so),
+// and that query was a tenth of the library's own cost per launch. A
+// launch the driver refuses enqueues nothing, so when it fails (no or
+// another context current, or any other error) our context is made
+// current and the launch made again; that answer, or its error, is the
+// one returned (as stream_is_capturing). The NULL stream means the current
+// context's, so it always gets make_current() first.
+CUresult CudaBackend::launch_current(CUfunction f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
+                                     StreamHandle s, void** params, void** extra) {
+  if (s != 0) {
+    const CUresult rc = api_.launchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                          shared_bytes, as_stream(s), params, extra);
+    if (rc == CUDA_SUCCESS) return rc;
+  }
+  make_current();  // then the same launch again
+  return api_.launchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes,
+                           as_stream(s), params, extra);
+}
+
 void CudaBackend::launch(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
                          StreamHandle s, void** params) {
-  make_current();
-  check(api_.launchKernel(as_function(f), grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                          shared_bytes, as_stream(s), params, nullptr),
+  check(launch_current(as_function(f), grid, block, shared_bytes, s, params, nullptr),
         "cuLaunchKernel");
 }
 
 void CudaBackend::launch_packed(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
                                 StreamHandle s, const void* args, size_t args_bytes) {
-  make_current();
   if (args_bytes == 0) {
     // A kernel without parameters: an empty argument buffer is not one the
     // driver accepts through `extra`.
-    check(api_.launchKernel(as_function(f), grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                            shared_bytes, as_stream(s), nullptr, nullptr),
+    check(launch_current(as_function(f), grid, block, shared_bytes, s, nullptr, nullptr),
           "cuLaunchKernel");
     return;
   }
@@ -102,8 +119,7 @@ void CudaBackend::launch_packed(FuncHandle f, Dim3 grid, Dim3 block, uint32_t sh
   // The driver only reads the buffer; its API takes it as void*.
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(args),
                    CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-  check(api_.launchKernel(as_function(f), grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                          shared_bytes, as_stream(s), nullptr, extra),
+  check(launch_current(as_function(f), grid, block, shared_bytes, s, nullptr, extra),
         "cuLaunchKernel");
 }
 
