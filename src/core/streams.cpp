@@ -108,17 +108,6 @@ void metrale_context::stream_synchronize(metrale_stream* s) {
   sync(st->handle, "stream synchronize");
 }
 
-bool metrale_context::stream_is_capturing(metrale_stream* s) {
-  StreamObj* st = stream_of(s);
-  if (fault_.lost()) return true;  // a failed query counts as capturing
-  try {
-    return backend_->stream_is_capturing(st->handle);
-  } catch (const Error& e) {
-    if (e.status() == METRALE_ERROR_CONTEXT_LOST) fault_.latch(e.what());
-    return true;
-  }
-}
-
 metrale_event* metrale_context::event_create(unsigned flags) {
   if (flags != METRALE_EVENT_DEFAULT && flags != METRALE_EVENT_DISABLE_TIMING) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,

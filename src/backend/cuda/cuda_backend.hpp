@@ -72,6 +72,8 @@ class CudaBackend final : public Backend {
   void stream_destroy(StreamHandle s) override;
   void stream_synchronize(StreamHandle s) override;
   bool stream_is_capturing(StreamHandle s) override;
+  // Its slow path: our context made current first (the prologue stays small).
+  [[gnu::noinline, gnu::cold]] bool stream_is_capturing_current(StreamHandle s);
   EventHandle event_create(bool timing) override;
   void event_destroy(EventHandle e) override;
   void event_record(EventHandle e, StreamHandle s) override;

@@ -61,18 +61,22 @@ void CudaBackend::stream_synchronize(StreamHandle s) {
 }
 
 bool CudaBackend::stream_is_capturing(StreamHandle s) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   // A stream we created belongs to our context, so this read-only query is
   // first asked as is, without the cuCtxGetCurrent of make_current() (that
   // call was a third of the query's cost). Only when the driver refuses it
   // (no or another context current, a fault) is our context made current and
-  // the query asked again; that answer, or its error, is the one returned.
-  // The NULL stream means the current context's, so it always gets
-  // make_current() first.
-  if (s != 0 && api_.streamIsCapturing(as_stream(s), &status) == CUDA_SUCCESS)
+  // the query asked again, out of line; that answer, or its error, is the
+  // one returned. The NULL stream means the current context's, so it always
+  // gets make_current() first.
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (s != 0 && api_.streamIsCapturing(as_stream(s), &status) == CUDA_SUCCESS) [[likely]]
     return status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return stream_is_capturing_current(s);
+}
+
+bool CudaBackend::stream_is_capturing_current(StreamHandle s) {
   make_current();
-  status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   check(api_.streamIsCapturing(as_stream(s), &status), "cuStreamIsCapturing");
   // An invalidated capture is still a capture until it is ended.
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
