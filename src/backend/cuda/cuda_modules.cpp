@@ -86,8 +86,11 @@ bool CudaBackend::function_params(FuncHandle f, std::vector<ParamInfo>* out) {
 // launch the driver refuses enqueues nothing, so when it fails (no or
 // another context current, or any other error) our context is made
 // current and the launch made again; that answer, or its error, is the
-// one returned (as stream_is_capturing). The NULL stream means the current
-// context's, so it always gets make_current() first.
+// one returned (as stream_is_capturing). The driver measured (580, CUDA
+// 13) takes the launch as is on a thread with no or another context
+// current (test_driver_truth), so the retry is a net for drivers that do
+// not. The NULL stream means the current context's, so it always gets
+// make_current() first.
 CUresult CudaBackend::launch_current(CUfunction f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
                                      StreamHandle s, void** params, void** extra) {
   if (s != 0) {
