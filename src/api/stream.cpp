@@ -1,5 +1,6 @@
 // Streams.
 #include "api/guard.hpp"
+#include "core/stream_query.hpp"
 
 using metrale::api::guarded;
 using metrale::api::live;

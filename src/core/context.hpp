@@ -191,17 +191,9 @@ struct metrale_context {
   void stream_synchronize(metrale_stream* s);
   // The default stream's handle value.
   metrale_stream* default_stream() { return default_stream_id_; }
-  // Inline: the query's own cost is a few ns (issue 10 counts each one).
-  bool stream_is_capturing(metrale_stream* s) {
-    const StreamHandle h = stream_of(s)->handle;
-    if (fault_.lost()) return true;  // a failed query counts as capturing
-    try {
-      return backend_->stream_is_capturing(h);
-    } catch (const metrale::Error& e) {
-      if (e.status() == METRALE_ERROR_CONTEXT_LOST) fault_.latch(e.what());
-      return true;
-    }
-  }
+  // Defined inline in core/stream_query.hpp, which its caller (the API
+  // shim) includes: the query's own cost is a few ns.
+  bool stream_is_capturing(metrale_stream* s);
   metrale_event* event_create(unsigned flags);
   void event_record(metrale_event* e, metrale_stream* s);
   void event_synchronize(metrale_event* e);
