@@ -499,8 +499,11 @@ static void use_racing_destroy_works_or_is_refused(void** state) {
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, use_stream, &r), 0);
   /* A round on the cuda backend makes a stream and captures and
-   * instantiates a graph: ms where the host takes µs. */
-  const int rounds = r.yield ? 200 : mt_is_host(ctx) ? 20000 : 1000;
+   * instantiates a graph: ms where the host takes µs. Under valgrind (its
+   * job here is memory errors; TSan and the plain host run race harder)
+   * few rounds: beside another valgrind process on 2 cores each yield can
+   * cost a time slice (this suite took 85 s of CI's valgrind pass). */
+  const int rounds = r.yield ? 50 : mt_is_host(ctx) ? 20000 : 1000;
   for (int round = 0; round < rounds; ++round) {
     wait_for_calls(&r, 2);
     MT_OK(metrale_graph_destroy(ctx, g));
@@ -569,8 +572,9 @@ static void launch_racing_unload_works_or_is_refused(void** state) {
   l.yield = mt_under_valgrind();
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, launch_newest, &l), 0);
-  /* A cuda round loads a fatbin: about a millisecond. */
-  const int rounds = l.yield ? 200 : mt_is_host(ctx) ? 2000 : 500;
+  /* A cuda round loads a fatbin: about a millisecond. Under valgrind few
+   * rounds, as in use_racing_destroy_works_or_is_refused. */
+  const int rounds = l.yield ? 50 : mt_is_host(ctx) ? 2000 : 500;
   for (int round = 0; round < rounds; ++round) {
     wait_for_launches(&l, 2);
     metrale_kernel_t* old = atomic_load(&l.k);
