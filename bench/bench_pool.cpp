@@ -111,6 +111,8 @@ std::vector<Path> make_paths(PoolBench& pb) {
   std::vector<Path> paths;
   if (pb.pool) paths.push_back(lib_path("library_pool", pb.pool, false));
   if (pb.redzone) paths.push_back(lib_path("library_pool_redzone", pb.redzone, false));
+  if (pb.redzone_reuse)
+    paths.push_back(lib_path("library_pool_redzone_reuse8", pb.redzone_reuse, false));
   if (pb.raw) paths.push_back(lib_path("library_raw", pb.raw, pb.gpu));
   if (!pb.gpu) return paths;
   const RawDriver* api = &pb.api;
@@ -168,6 +170,12 @@ void add_row(PoolBench& pb, const CaseResult& r, const Path& p, size_t bytes, si
     e.raw_ref = base + "library_pool/" + lv;
     e.target = {Target::RATIO, 1.3};
     e.timing = "as library_pool, on a context with 64-byte red zones";
+  } else if (p.variant == "library_pool_redzone_reuse8") {
+    e.side = "library";
+    e.raw_ref = base + "library_pool/" + lv;
+    e.target = {Target::RATIO, 1.3};
+    e.timing = "as library_pool_redzone, with METRALE_REDZONE_REUSE=8: up to 8 owners of a "
+               "block (same size, same stream) share one check of its pad";
   } else if (p.variant == "library_raw") {
     e.side = "library";
     if (pb.gpu) e.raw_ref = base + "raw_cuMemAlloc/" + lv;
@@ -274,6 +282,10 @@ int main(int argc, char** argv) {
   if (pb.pool == nullptr) report.skip("*/library_pool", why);
   pb.redzone = make_pool_context(pb, 1, 64, &why);
   if (pb.redzone == nullptr) report.skip("*/library_pool_redzone", why);
+  setenv("METRALE_REDZONE_REUSE", "8", 1);
+  pb.redzone_reuse = make_pool_context(pb, 1, 64, &why);
+  unsetenv("METRALE_REDZONE_REUSE");
+  if (pb.redzone_reuse == nullptr) report.skip("*/library_pool_redzone_reuse8", why);
   pb.raw = make_pool_context(pb, 0, 0, &why);
   if (pb.raw == nullptr) report.skip("*/library_raw", why);
 
@@ -310,6 +322,15 @@ int main(int argc, char** argv) {
                       std::to_string(st.chunk_allocs) + ", reserved_bytes " +
                       std::to_string(st.reserved_bytes));
     }
+    if (pb.redzone_reuse != nullptr && metrale_pool_stats(pb.redzone_reuse, &st) == METRALE_OK) {
+      report.meta("redzone_reuse8_pool_stats",
+                  "after alloc_free: pad_fills " + std::to_string(st.pad_fills) +
+                      ", pad_fills_skipped " + std::to_string(st.pad_fills_skipped) +
+                      ", pad_checks " + std::to_string(st.pad_checks) + ", pads_checked " +
+                      std::to_string(st.pads_checked) + ", chunk_allocs " +
+                      std::to_string(st.chunk_allocs) + ", reserved_bytes " +
+                      std::to_string(st.reserved_bytes));
+    }
   }
   if (want("threads")) run_pool_threads(pb);
   if (want("trace")) run_pool_trace(pb);
@@ -318,6 +339,7 @@ int main(int argc, char** argv) {
 
   metrale_context_destroy(pb.pool);
   metrale_context_destroy(pb.redzone);
+  metrale_context_destroy(pb.redzone_reuse);
   metrale_context_destroy(pb.raw);
   if (pb.raw_stream != nullptr) pb.api.streamDestroy(pb.raw_stream);
   return report.write(output_path(argc, argv)) ? 0 : 1;

@@ -24,6 +24,8 @@ struct PoolBench {
   metrale_backend_t backend = METRALE_BACKEND_HOST;
   metrale_context_t* pool = nullptr;     // pool on, no red zones
   metrale_context_t* redzone = nullptr;  // pool on, 64-byte red zones
+  // The same with METRALE_REDZONE_REUSE=8 (8 owners of a block per check).
+  metrale_context_t* redzone_reuse = nullptr;
   metrale_context_t* raw = nullptr;      // pool off: every alloc a backend allocation
   size_t repeats = 15;
   size_t fast_batch = 1000;        // pairs per batch on cached paths
@@ -36,7 +38,8 @@ metrale_context_t* make_pool_context(const PoolBench& pb, int pool, size_t redzo
                                      std::string* why);
 
 // The per-size rows: alloc_free/<size>/{library_pool, library_pool_redzone,
-// library_raw, raw_cuMemAlloc, raw_cuMemAllocAsync}/live{1k,1M}.
+// library_pool_redzone_reuse8, library_raw, raw_cuMemAlloc,
+// raw_cuMemAllocAsync}/live{1k,1M}.
 void run_pool_alloc_free(PoolBench& pb);
 
 // alloc_free_threads/<n>/library_pool (and raw_cuMemAllocAsync) for n = 1..16.

@@ -88,6 +88,19 @@ def goal_lines(results):
                 f"pool without red zones {fmt_ns(base)}", rtxt(r), f"≤ {REDZONE_RATIO}× pool",
                 mark([(None if r is None else r <= REDZONE_RATIO,
                        "no pool row" if r is None else f"{r:.2f}×")]))
+    # 2b. the same with METRALE_REDZONE_REUSE=8 (an option: owners share a check).
+    for live, _ in LIVES:
+        for size in SIZES:
+            rz = med(f"alloc_free/{size}/library_pool_redzone_reuse8/{live}")
+            base = med(f"alloc_free/{size}/library_pool/{live}")
+            if rz is None:
+                continue
+            r = ratio_of(rz, base)
+            row(f"alloc_free/{size}/library_pool_redzone_reuse8/{live}", fmt_ns(rz),
+                f"pool without red zones {fmt_ns(base)}", rtxt(r),
+                f"≤ {REDZONE_RATIO}× pool (METRALE_REDZONE_REUSE=8)",
+                mark([(None if r is None else r <= REDZONE_RATIO,
+                       "no pool row" if r is None else f"{r:.2f}×")]))
     # 3. threads: scaling reported (figure = wall time / all pairs).
     one = med("alloc_free_threads/1/library_pool")
     one_raw = med("alloc_free_threads/1/raw_cuMemAllocAsync")

@@ -55,6 +55,10 @@
  *                                     check (default 1 GiB)
  *   METRALE_REDZONE_VERIFY_ORDERED=0|1 batch checks queued in stream order
  *                                     (default 1; see "Freed pads")
+ *   METRALE_REDZONE_REUSE=<n>         up to n owners of a pooled block share
+ *                                     one check of its pad (1 .. 16; default
+ *                                     1: every free is checked; see "Freed
+ *                                     pads")
  *   METRALE_STAGING_THRESHOLD=<bytes> pageable copies this large use staging (0 = off)
  *   METRALE_STAGING_BUFFER=<bytes>    bytes of one staging buffer
  *   METRALE_STAGING_BUFFERS=<n>       staging buffers in the ring (>= 2)
@@ -1093,7 +1097,28 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
  * (before, its fill hid it): the quarantine (below) names such writes.
  * Blocks allocated while their stream captures keep their old path (the
  * pad filled at once). With the quarantine on, freed blocks go to the
- * quarantine first, and from it to this check (see metrale_quarantine_scan). */
+ * quarantine first, and from it to this check (see metrale_quarantine_scan).
+ *
+ * METRALE_REDZONE_REUSE=n (n > 1; read at metrale_context_create; no effect
+ * with the quarantine on) trades exact naming for speed: a padded block
+ * freed on its own stream (metrale_free, or metrale_free_async on the
+ * stream it was allocated on), never marked with record_stream, whose pad
+ * a scan has not reported, is cached at once with its pad unchecked, and
+ * only an allocation of the same size on that stream takes it again (its
+ * pad lies on the same bytes, so no fill and nothing lost). Up to n such
+ * owners share one check: the n-th owner's free is queued for the batch
+ * check above, and so is an unchecked block whenever the pool would give
+ * it to another size or stream, coalesce it or release it, at
+ * metrale_redzone_scan, metrale_pool_trim, the out-of-memory retry, the
+ * destroy of its stream and metrale_context_destroy. An overrun that check
+ * finds is reported as above for the last owner, and the report (log line,
+ * scan message) also names every earlier owner since the pad's last check,
+ * "seq S from file:line freed at file:line": one of them wrote it. A scan
+ * that finds the pad of a live allocation overwritten says the same of
+ * its earlier owners. The first such report turns the reuse off for the
+ * context (a warning says so), so the next overrun is named exactly. Cost
+ * with the default batch: one check per n frees of a loop instead of one
+ * per free, and no block held back (bench/: library_redzone64_reuse8). */
 
 /** The byte freed memory in quarantine is filled with. */
 #define METRALE_QUARANTINE_PATTERN 0xD7u

@@ -5,7 +5,8 @@
 #   2. TSan build + the concurrent suites: stress (a smaller count), threads
 #      (with thread_slot and fast_mutex),
 #      races, reentry, handles, logging, pool (16 threads on 16 streams with
-#      cross-stream frees; the pool class's own threads case), quarantine
+#      cross-stream frees; the pool class's own threads case), quarantine,
+#      staging, redzone_owners (threads reusing padded blocks unchecked)
 #   3. valgrind over the host suite, reusing the main build
 #   4. a bounded libFuzzer pass (clang ASan+UBSan), as a Meson test of its own
 #   5. the mutation check (scripts/mutate.sh): the ci tier of
@@ -105,12 +106,13 @@ if ! skipped asan; then
 fi
 
 if ! skipped tsan; then
-  step "TSan build, the stress, threads, races, reentry, handles, logging, pool, quarantine and staging suites"
+  step "TSan build, the stress, threads, races, reentry, handles, logging, pool, quarantine, staging and redzone_owners suites"
   if setup_once build-tsan -Db_sanitize=thread -Dkernels=disabled -Ddefault_library=shared "${unity[@]}" &&
-      build_suites build-tsan 'stress|threads|thread_slot|fast_mutex|races|reentry|handles|logging|pool|quarantine|pool_core|staging|staging_core'; then
+      build_suites build-tsan 'stress|threads|thread_slot|fast_mutex|races|reentry|handles|logging|pool|quarantine|pool_core|staging|staging_core|redzone_owners'; then
     METRALE_STRESS_OPS=${TSAN_STRESS_OPS:-50000} TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
       run_tests build-tsan tsan --suite stress --suite threads --suite races --suite reentry \
-        --suite handles --suite logging --suite pool --suite quarantine --suite staging
+        --suite handles --suite logging --suite pool --suite quarantine --suite staging \
+        --suite redzone_owners
   else
     echo "ci-extra: the TSan build failed" >&2
     broken=1

@@ -71,6 +71,11 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
     // One lock for a pooled block and its ledger entry (rule 9).
     ctx->pool_ = std::make_unique<metrale::core::pool::CachingPool>(*ctx->chunk_source_,
                                                                      &ctx->ledger_.mutex());
+    if (opts.redzone_bytes > 0 && !ctx->quarantine_ && verify.reuse > 1) {
+      ctx->reuse_owners_ = verify.reuse;
+      ctx->unchecked_sink_.ctx = ctx.get();
+      ctx->pool_->set_unchecked_sink(&ctx->unchecked_sink_);
+    }
   }
   // The pooled fast paths' fixed conditions (pool_fast_path.cpp).
   ctx->fast_alloc_ = ctx->pool_ && !ctx->bounds_ && opts.redzone_bytes == 0;
@@ -122,8 +127,10 @@ void metrale_context::release_everything() noexcept {
     }
   };
   quietly([&] { sweep(); });
-  // Every padded block freed so far (the sweep's too) is checked and goes
-  // back to the pool before it is destroyed; overwritten pads are logged.
+  // Every padded block freed so far (the sweep's too, and those reused
+  // unchecked) is checked and goes back to the pool before it is
+  // destroyed; overwritten pads are logged.
+  quietly([&] { flush_unchecked_pads(); });
   verify_freed_pads(true);
   {
     // Streams whose destroy a host kernel left to a pass: retired while

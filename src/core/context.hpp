@@ -503,6 +503,28 @@ struct metrale_context {
   bool queue_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
                             metrale::core::StreamObj* st, const char* file, int line,
                             bool* run_pass) noexcept;
+  // METRALE_REDZONE_REUSE (pad_reuse.cpp), with the ledger's lock held:
+  // chain_ puts a freed padded block back into its stream's bins unchecked
+  // (true) or leaves it to the check (false, nothing changed);
+  // queue_unchecked_held is the pool's UncheckedSink: an unchecked block
+  // joins the check list, named by its last owner with the earlier ones.
+  bool chain_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                            metrale::core::StreamObj* st, const char* file, int line) noexcept;
+  bool queue_unchecked_held(metrale::core::pool::Block* b) noexcept;
+  // Every unchecked block to the check list (a scan, a trim, an OOM retry,
+  // teardown); the lock not held.
+  void flush_unchecked_pads();
+  void run_unchecked_due() noexcept;
+  std::string earlier_owners_text(const metrale::core::pool::PadOwners& o) const;
+  // For a scan's message: the earlier owners of the live allocation
+  // (ptr, seq)'s block since its pad's last check; "" when none.
+  std::string live_pad_earlier_owners(DevPtr ptr, uint64_t seq);
+  // An overrun was found on a block with earlier owners: no more reuse.
+  void stop_pad_reuse(const char* why) noexcept;
+  struct UncheckedPads final : metrale::core::pool::UncheckedSink {
+    metrale_context* ctx = nullptr;
+    bool take_unchecked(metrale::core::pool::Block* b) noexcept override;
+  };
  public:
   // The batch check of every queued block: waits for the streams they were
   // used on, reads their tails in one backend pass, reports the overwritten
@@ -518,6 +540,7 @@ struct metrale_context {
     const char* free_file;
     int free_line;
     const char* tag;                // nullptr: none
+    std::string earlier;            // METRALE_REDZONE_REUSE: the block's earlier owners
   };
   void run_verify_pass(std::vector<FreedPadReport>* reports);
   // The stream-ordered form of the pass (pad_check_ordered.cpp), under
@@ -616,6 +639,13 @@ struct metrale_context {
   // Freed padded pooled blocks waiting for their check (pad_verify_ops.cpp),
   // one pass at a time, and what passes found until a scan reports it.
   metrale::core::PadVerifyQueue pad_verify_{&ledger_.mutex()};  // after ledger_
+  // METRALE_REDZONE_REUSE (pad_reuse.cpp): owners per check, fixed at
+  // create (1: every free is checked); reuse_off_: a finding turned it off;
+  // unchecked_due_: the pool's sink filled the check list.
+  size_t reuse_owners_ = 1;
+  std::atomic<bool> reuse_off_{false};
+  std::atomic<bool> unchecked_due_{false};
+  UncheckedPads unchecked_sink_;
   std::mutex verify_mutex_;
   // A pass's scratch (run_verify_pass), under verify_mutex_: kept so that a
   // steady loop allocates nothing per pass. Members, not thread_locals: in

@@ -14,6 +14,7 @@
 using metrale::Error;
 using metrale::fail;
 using metrale::core::pool::Block;
+using metrale::core::pool::PadOwners;
 using metrale::core::pool::PatternRange;
 
 namespace {
@@ -61,7 +62,8 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
         // it after the blocks waiting for their check are back, and its
         // message tells what it released.
         b = device([&] {
-          return pool_->allocate_held(bytes + entry.pad, st->handle, false, false);
+          return pool_->allocate_held(bytes + entry.pad, st->handle, false, false,
+                                      metrale::core::pool::ReuseKey{bytes, entry.pad});
         });
       } catch (const Error& e) {
         if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
@@ -94,6 +96,8 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
     }
   }
   if (ptr != 0) {
+    // The pool sent unchecked blocks to their check and the list is full.
+    if (unchecked_due_.load(std::memory_order_relaxed)) [[unlikely]] run_unchecked_due();
     log_large(bytes, file, line, ptr);
     return ptr;
   }
@@ -106,6 +110,7 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
   }
   if (b == nullptr) {
     try {
+      flush_unchecked_pads();  // reused blocks too: checked, they can be released
       if (pad_verify_.count() != 0) verify_freed_pads(true);
       b = device([&] { return pool_->allocate(bytes + entry.pad, st->handle); });
     } catch (const Error& e) {
@@ -136,6 +141,7 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
     give_back();  // the ledger's lock (the pool's) is released by now
     throw;
   }
+  if (unchecked_due_.load(std::memory_order_relaxed)) run_unchecked_due();
   log_large(bytes, file, line, b->ptr);
   return b->ptr;
 }
@@ -143,7 +149,12 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
 bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
                                            metrale::core::StreamObj* st, const char* file,
                                            int line, bool* run_pass) noexcept {
-  const Block* b = e.block;
+  // METRALE_REDZONE_REUSE: back to the bins unchecked (pad_reuse.cpp).
+  if (reuse_owners_ > 1 && chain_freed_pad_held(ptr, e, st, file, line)) {
+    *run_pass = false;
+    return true;
+  }
+  Block* b = e.block;
   const bool filled = b->pattern.from == e.bytes && b->pattern.covers(e.bytes, e.bytes + e.pad);
   metrale::core::PendingPad* p = nullptr;
   uint32_t free_site = 0;
@@ -151,7 +162,10 @@ bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::Ledg
     // What may throw first: a new site's copy, room in the list.
     free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
     p = &pad_verify_.emplace_held();  // its mutex is the ledger's
+    // Owners that shared this pad unchecked: this check names them too.
+    if (b->unchecked()) p->earlier = std::shared_ptr<const PadOwners>(std::move(b->owners));
   } catch (...) {
+    if (p != nullptr) pad_verify_.drop_last_held();
     return false;  // nothing queued: the caller's general path frees it
   }
   p->ptr = ptr;

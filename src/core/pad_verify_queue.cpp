@@ -23,6 +23,12 @@ PadVerifyQueue::Limits PadVerifyQueue::limits_from_env() {
   if (v != nullptr && *v != '\0')
     ordered = static_cast<size_t>(backend::parse_env_number("METRALE_REDZONE_VERIFY_ORDERED", v, 1));
   l.ordered = ordered != 0;
+  const char* r = std::getenv("METRALE_REDZONE_REUSE");
+  if (r != nullptr && *r != '\0') {
+    l.reuse = static_cast<size_t>(
+        backend::parse_env_number("METRALE_REDZONE_REUSE", r, pool::PadOwners::kMax));
+    if (l.reuse == 0) l.reuse = 1;
+  }
   return l;
 }
 
@@ -78,6 +84,7 @@ size_t PadVerifyQueue::bytes() const {
 void PadVerifyQueue::note_reported(uint64_t seq) {
   std::lock_guard<std::mutex> lock(reported_mutex_);
   reported_.insert(seq);
+  reported_count_.store(reported_.size(), std::memory_order_relaxed);
 }
 
 void PadVerifyQueue::forget_reported(uint64_t lo, uint64_t hi) {
@@ -85,6 +92,7 @@ void PadVerifyQueue::forget_reported(uint64_t lo, uint64_t hi) {
   for (auto it = reported_.begin(); it != reported_.end();) {
     it = (*it >= lo && *it < hi) ? reported_.erase(it) : std::next(it);
   }
+  reported_count_.store(reported_.size(), std::memory_order_relaxed);
 }
 
 bool PadVerifyQueue::was_reported(uint64_t seq) {
@@ -94,7 +102,9 @@ bool PadVerifyQueue::was_reported(uint64_t seq) {
 
 bool PadVerifyQueue::take_reported(uint64_t seq) {
   std::lock_guard<std::mutex> lock(reported_mutex_);
-  return reported_.erase(seq) != 0;
+  const bool was = reported_.erase(seq) != 0;
+  reported_count_.store(reported_.size(), std::memory_order_relaxed);
+  return was;
 }
 
 }  // namespace metrale::core

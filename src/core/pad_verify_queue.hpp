@@ -17,12 +17,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_set>
 #include <vector>
 
 #include "core/fast_mutex.hpp"
 #include "core/ledger.hpp"
+#include "core/pool/pad_owners.hpp"
 
 namespace metrale::core {
 
@@ -38,6 +40,9 @@ struct PendingPad {
   size_t check_to = 0;
   size_t held_bytes = 0;   // the block's size (what the pool cannot reuse meanwhile)
   size_t result = 0;       // a stream-ordered pass: the index of its pad's result
+  // METRALE_REDZONE_REUSE: the block's earlier owners since its pad's last
+  // check (count of them; `entry` is the last one), nullptr when none.
+  std::shared_ptr<const pool::PadOwners> earlier;
 };
 
 class PadVerifyQueue {
@@ -48,10 +53,12 @@ class PadVerifyQueue {
     size_t count = 256;                    // METRALE_REDZONE_VERIFY_BATCH
     size_t bytes = size_t{1} << 30;        // METRALE_REDZONE_VERIFY_BYTES
     bool ordered = true;                   // METRALE_REDZONE_VERIFY_ORDERED (0|1)
+    size_t reuse = 1;                      // METRALE_REDZONE_REUSE: owners per check
   };
-  // The defaults with METRALE_REDZONE_VERIFY_BATCH / _BYTES / _ORDERED applied;
-  // INVALID_ARGUMENT (metrale::Error) naming a malformed variable. 0 for
-  // either means 1: every free is checked at once.
+  // The defaults with METRALE_REDZONE_VERIFY_BATCH / _BYTES / _ORDERED and
+  // METRALE_REDZONE_REUSE (1 .. PadOwners::kMax) applied; INVALID_ARGUMENT
+  // (metrale::Error) naming a malformed variable. 0 for either of the first
+  // two means 1: every free is checked at once; 0 for the last means 1.
   static Limits limits_from_env();
 
   void set_limits(Limits l) { limits_ = l; }
@@ -64,6 +71,8 @@ class PadVerifyQueue {
   // (nothing added then); commit_held counts the entry emplaced last,
   // true when a bound is met.
   PendingPad& emplace_held() { return held_.emplace_back(); }
+  // Takes back the entry emplaced last, not committed (its filling failed).
+  void drop_last_held() { held_.pop_back(); }
   bool commit_held() {
     bytes_ += held_.back().held_bytes;
     return held_.size() >= limits_.count || bytes_ >= limits_.bytes;
@@ -85,6 +94,8 @@ class PadVerifyQueue {
   // Allocations (by seq) whose pad a scan reported while they were live:
   // their free's check does not report the same overrun again.
   void note_reported(uint64_t seq);
+  // Whether any seq is noted (one relaxed load: the reuse path asks first).
+  bool any_reported() const { return reported_count_.load(std::memory_order_relaxed) != 0; }
   // metrale_redzone_poison repaired the pads of [lo, hi): a later overrun
   // there is new.
   void forget_reported(uint64_t lo, uint64_t hi);
@@ -116,6 +127,7 @@ class PadVerifyQueue {
   std::vector<PendingPad> spare_;  // empty, with capacity
   std::mutex reported_mutex_;
   std::unordered_set<uint64_t> reported_;
+  std::atomic<size_t> reported_count_{0};  // reported_.size(), for any_reported
 };
 
 }  // namespace metrale::core

@@ -25,6 +25,7 @@ metrale_context::FreedPadReport metrale_context::freed_pad_report(const PendingP
   r.free_file = ledger_.site_file(p.free_site);
   r.free_line = ledger_.site_line(p.free_site);
   r.tag = metrale::core::tags::name(p.entry.tag);
+  if (p.earlier != nullptr && p.earlier->count != 0) r.earlier = earlier_owners_text(*p.earlier);
   return r;
 }
 
@@ -62,6 +63,7 @@ void metrale_context::report_freed_pads(const std::vector<FreedPadReport>& repor
   for (const FreedPadReport& r : reports) {
     found.push_back(r.v);
     metrale::core::log().error("{}", freed_pad_message(r));
+    if (!r.earlier.empty()) stop_pad_reuse("an overwritten pad was found on a reused block");
   }
   {
     std::lock_guard<std::mutex> lock(freed_reports_mutex_);
@@ -83,7 +85,8 @@ std::string metrale_context::freed_pad_message(const FreedPadReport& r) {
          metrale::core::site_text(v.file, v.line) + ", freed at " +
          metrale::core::site_text(r.free_file, r.free_line) + ": " +
          std::to_string(v.bad_bytes) + " bad bytes, the first at offset " +
-         std::to_string(v.first_bad_offset) + " past the end (expected " + expected + ", found " + found + ")";
+         std::to_string(v.first_bad_offset) + " past the end (expected " + expected + ", found " +
+         found + ")" + (r.earlier.empty() ? std::string() : "; written by it " + r.earlier);
 }
 
 std::vector<metrale_context::FreedPadReport> metrale_context::take_freed_reports() {

@@ -52,7 +52,9 @@ void metrale_context::pool_stats(metrale_pool_stats_t* out) const {
 // (its blocks are page-locked host memory nobody uses until a reuse).
 size_t metrale_context::pool_trim(size_t keep_bytes) {
   fault_.check();
-  // Blocks waiting for their red-zone check first: checked, they are cached.
+  // Blocks waiting for their red-zone check first (those reused unchecked
+  // too): checked, they are cached.
+  flush_unchecked_pads();
   if (pad_verify_.count() != 0) verify_freed_pads(true);
   size_t released = pinned_pool_trim(0);
   if (pool_) released += device([&] { return pool_->trim(keep_bytes); });

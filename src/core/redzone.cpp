@@ -80,8 +80,10 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
   fault_.check();
   refuse_in_any_work("metrale_redzone_scan");
   *count = 0;
-  // Freed padded blocks still waiting for their check are checked now, so
-  // an overrun by an allocation freed before this scan is reported by it.
+  // Freed padded blocks still waiting for their check (and those reused
+  // unchecked, METRALE_REDZONE_REUSE) are checked now, so an overrun by an
+  // allocation freed before this scan is reported by it.
+  flush_unchecked_pads();
   if (pad_verify_.count() != 0 || ordered_checks_open()) verify_freed_pads(true);
   std::vector<FreedPadReport> freed = take_freed_reports();
   if (ledger_.pad_count() == 0 && quarantined_bytes() == 0 && freed.empty()) return;
@@ -170,6 +172,9 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
                           : nullptr;
     // A quarantined buffer written after its free: the offset is within it.
     const bool after_free = v.expected == METRALE_QUARANTINE_PATTERN;
+    // A block reused unchecked: its earlier owners may have written the pad.
+    const std::string earlier = after_free ? std::string() : live_pad_earlier_owners(v.ptr, v.seq);
+    if (!earlier.empty()) stop_pad_reuse("a scan found an overwritten pad on a reused block");
     fail(METRALE_ERROR_REDZONE_CORRUPTED,
          (after_free ? metrale::core::plural(found.size(), "red-zone violation")
                      : metrale::core::plural(found.size(), "red-zone pad") + " overwritten") +
@@ -182,7 +187,8 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
                                "offset " + std::to_string(v.first_bad_offset) + " of the buffer"
                          : ": " + std::to_string(v.bad_bytes) + " bad bytes, the first at offset " +
                                std::to_string(v.first_bad_offset) + " past the end") +
-             " (expected " + byte_hex(v.expected) + ", found " + byte_hex(v.found) + ")");
+             " (expected " + byte_hex(v.expected) + ", found " + byte_hex(v.found) + ")" +
+             (earlier.empty() ? std::string() : "; written by it " + earlier));
   }
 }
 

@@ -8,9 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "core/pool/chunk_source.hpp"
+#include "core/pool/pad_owners.hpp"
 
 namespace metrale::core::pool {
 
@@ -59,6 +61,11 @@ struct Block {
   // pattern argument after a check); every other free drops it, and split
   // and merge keep only what the layout proves (the functions below).
   PatternRange pattern;
+  // METRALE_REDZONE_REUSE: the owners whose pad here is unchecked (while
+  // BINNED, and while handed out to one more owner of the same size; see
+  // pad_owners.hpp). Kept, emptied, between chains.
+  std::unique_ptr<PadOwners> owners;
+  bool unchecked() const { return owners != nullptr && owners->count != 0; }
 };
 
 // The records of the two halves of a split at `at`: what of the range lies

@@ -63,6 +63,7 @@ void CachingPool::recycle(Block* b) {
   b->epoch = 0;
   b->requested = 0;
   b->pattern = PatternRange{};
+  b->owners.reset();
   spare_blocks_.push_back(b);
 }
 
@@ -90,7 +91,31 @@ Block* CachingPool::take_from_other_streams(size_t size, bool small, StreamId st
 }
 
 void CachingPool::flush_bins(StreamState& s) {
-  s.bins().drain([&](Block* b) { insert_free(b, s); });
+  s.bins().drain([&](Block* b) {
+    if (b->unchecked()) {
+      to_sink(b);
+    } else {
+      insert_free(b, s);
+    }
+  });
+}
+
+void CachingPool::to_sink(Block* b) {
+  const PadOwners& o = *b->owners;
+  hand_out(b, o.bytes + o.pad, b->stream);
+  if (sink_ != nullptr && sink_->take_unchecked(b)) return;
+  // Into the free index, not the bins: a drain may be walking them.
+  b->owners->count = 0;
+  b->pattern = PatternRange{};
+  StreamState& owner = state_for(b->stream);
+  release_counts(b);
+  b->epoch = owner.next_epoch();
+  insert_free(b, owner);
+}
+
+void CachingPool::flush_unchecked() {
+  std::lock_guard<FastMutex> lock(mu_);
+  for (auto& kv : streams_) flush_bins(*kv.second);
 }
 
 void CachingPool::cover_if_not_capturing(StreamState& s) {
@@ -165,7 +190,7 @@ Block* CachingPool::allocate(size_t bytes, StreamId stream, bool capturing) {
 }
 
 Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing,
-                                  bool release_cached_on_oom) {
+                                  bool release_cached_on_oom, ReuseKey key) {
   if (bytes > kMaxRequest) {
     fail(METRALE_ERROR_OUT_OF_MEMORY,
          "pool: a request of " + std::to_string(bytes) + " bytes can never be served");
@@ -175,7 +200,7 @@ Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing,
   // The fast path: a block of exactly this size this stream freed lately
   // (no event query on it: pending blocks are looked at only on a miss).
   if (!capturing) {
-    if (Block* hit = take_binned_held(bytes, stream)) return hit;
+    if (Block* hit = take_binned_held(bytes, stream, key)) return hit;
   }
   StreamState& mine = state_for(stream);
   StreamState* owner = &mine;
@@ -261,6 +286,7 @@ void CachingPool::free_on(Block* b, StreamId stream, PatternRange pattern) {
 void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
   // Whatever the owner wrote: only a checked range (the caller's word) stays.
   b->pattern = pattern;
+  if (b->owners != nullptr) b->owners->count = 0;
   // Freed on another stream than its own: it stays with its own stream's
   // cache (where it coalesces with its neighbours), behind an event on the
   // freeing stream, as torch does. Moving it to the freeing stream's cache

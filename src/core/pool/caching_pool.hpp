@@ -70,8 +70,11 @@ class CachingPool {
   // the caller. release_cached_on_oom false: a first try, OUT_OF_MEMORY with
   // nothing released (the caller makes room its own way, then retries with
   // allocate, which releases and reports what it released).
+  // key: the allocation may take an unchecked block of that size and pad
+  // (pad_owners.hpp); any other unchecked block met on the way goes to the
+  // sink.
   Block* allocate_held(size_t bytes, StreamId stream, bool capturing = false,
-                       bool release_cached_on_oom = true);
+                       bool release_cached_on_oom = true, ReuseKey key = ReuseKey{});
   void free_held(Block* b, StreamId stream) { free_locked(b, stream, PatternRange{}); }
   void free_held(Block* b, StreamId stream, PatternRange pattern) {
     free_locked(b, stream, pattern);
@@ -81,16 +84,38 @@ class CachingPool {
   // The fast paths of allocate_held and free_held, inline (lock() held).
   // take_binned_held: a block of exactly the rounded size from the reuse
   // bins of `stream`, nullptr when there is none (then allocate_held).
-  Block* take_binned_held(size_t bytes, StreamId stream) {
+  Block* take_binned_held(size_t bytes, StreamId stream, ReuseKey key = ReuseKey{}) {
     if (bytes > kMaxRequest) return nullptr;
-    Block* b = state_for(stream).bins().take(round_size(bytes));
-    return b != nullptr ? hand_out(b, bytes, stream) : nullptr;
+    ReuseBins& bins = state_for(stream).bins();
+    for (;;) {
+      Block* b = bins.take(round_size(bytes));
+      if (b == nullptr) return nullptr;
+      if (!b->unchecked() || key.accepts(*b->owners)) [[likely]] return hand_out(b, bytes, stream);
+      to_sink(b);  // a pad another size would overwrite: checked first
+    }
   }
+  // METRALE_REDZONE_REUSE (pad_owners.hpp): where unchecked blocks go.
+  void set_unchecked_sink(UncheckedSink* sink) { sink_ = sink; }
+  // Caches the handed-out block b, used on its own stream only and with
+  // b->owners naming its owners so far, in its stream's reuse bins with its
+  // pattern record, unchecked. false, nothing changed: its bin is full (the
+  // caller has its pad checked instead).
+  bool bin_unchecked_held(Block* b) {
+    StreamState& owner = state_for(b->stream);
+    if (!owner.bins().put(b, ReuseBins::kMaxPerBinChecked)) return false;
+    release_counts(b);
+    b->epoch = owner.next_epoch();
+    return true;
+  }
+  // Every unchecked block of every stream's bins to the sink (a scan, a
+  // destroy: their pads are checked now).
+  void flush_unchecked();
   // free_own_held: free_held(b, b->stream) of a block used on its own
   // stream only (b->uses empty): into its bins, or its free index when the
   // bin is full.
   void free_own_held(Block* b) {
     StreamState& owner = state_for(b->stream);
+    if (b->owners != nullptr) b->owners->count = 0;  // a checked or padless free
     release_counts(b);
     b->epoch = owner.next_epoch();
     if (!owner.bins().put(b)) insert_free(b, owner);
@@ -154,8 +179,12 @@ class CachingPool {
   // Frees since the last event on s get one now, unless s captures (an
   // event recorded there would become part of the graph).
   void cover_if_not_capturing(StreamState& s);
-  // Empties s's reuse bins into its free index (coalescing them).
+  // Empties s's reuse bins into its free index (coalescing them); an
+  // unchecked block goes to the sink instead.
   void flush_bins(StreamState& s);
+  // An unchecked block out of the bins, handed out to the sink (or, refused,
+  // cached without its record).
+  void to_sink(Block* b);
   // Before a new chunk is fetched (pool_merge.cpp): free neighbours owned
   // by different streams whose last use is known complete are merged and
   // handed to `stream`. Returns how many blocks were merged away.
@@ -209,6 +238,7 @@ class CachingPool {
   std::vector<EventId> spare_events_;  // for record_stream frees
   uint64_t chunk_serial_ = 0;
   PoolStats st_;  // reserved, in_use, requested, peak, chunk counts, blocks
+  UncheckedSink* sink_ = nullptr;
 };
 
 }  // namespace metrale::core::pool

@@ -1,0 +1,144 @@
+// METRALE_REDZONE_REUSE=n: up to n owners of a padded pooled block share
+// one check of its pad (see core/pool/pad_owners.hpp). A free on the block's
+// own stream puts the block straight back into that stream's reuse bins,
+// its pad unchecked and its owner recorded; only an allocation of the same
+// size and pad takes it from there, so the pad stays on the same bytes and
+// an overrun stays in it. The n-th owner's free, a free on another stream,
+// a block marked with record_stream, a pad a scan reported, and any block
+// the pool must merge or give to another size go through the check of
+// freed pads (pad_verify_ops.cpp), which then names every owner since the
+// last check. The first such finding turns the reuse off for the context,
+// so the next overrun is named exactly.
+#include <string>
+
+#include "core/context.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+
+using metrale::core::PendingPad;
+using metrale::core::pool::Block;
+using metrale::core::pool::PadOwners;
+
+bool metrale_context::UncheckedPads::take_unchecked(Block* b) noexcept {
+  return ctx->queue_unchecked_held(b);
+}
+
+bool metrale_context::chain_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                                           metrale::core::StreamObj* st, const char* file,
+                                           int line) noexcept {
+  Block* b = e.block;
+  if (!b->uses.empty() || (st != nullptr && st->handle != b->stream) ||
+      reuse_off_.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  // The pad must be where the block's pattern record starts: a later owner
+  // of the same size then finds it there, and nothing else lies between.
+  if (b->pattern.from != e.bytes || !b->pattern.covers(e.bytes, e.bytes + e.pad)) return false;
+  PadOwners* o = b->owners.get();
+  const uint32_t n = o != nullptr ? o->count : 0;
+  if (n + 1 >= reuse_owners_) return false;  // this owner's free is the check
+  if (n != 0 && (o->bytes != e.bytes || o->pad != e.pad)) return false;
+  // A pad a scan reported is repaired only by its check.
+  if (pad_verify_.any_reported() && pad_verify_.was_reported(e.seq)) return false;
+  uint32_t free_site = 0;
+  try {
+    free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
+    if (o == nullptr) {
+      b->owners = std::make_unique<PadOwners>();
+      o = b->owners.get();
+    }
+  } catch (...) {
+    return false;  // the check, as without the reuse
+  }
+  if (!pool_->bin_unchecked_held(b)) return false;
+  chunk_source_->block_returned(ptr);
+  o->bytes = e.bytes;
+  o->pad = e.pad;
+  o->owner[n] = PadOwners::Owner{e.seq, e.site, free_site, e.tag, static_cast<int>(e.kind)};
+  o->count = n + 1;
+  return true;
+}
+
+bool metrale_context::queue_unchecked_held(Block* b) noexcept {
+  PadOwners& o = *b->owners;
+  const PadOwners::Owner& last = o.owner[o.count - 1];
+  PendingPad* p = nullptr;
+  try {
+    p = &pad_verify_.emplace_held();  // its mutex is the ledger's, held
+    if (o.count > 1) {
+      auto earlier = std::make_shared<PadOwners>(o);
+      earlier->count = o.count - 1;
+      p->earlier = std::move(earlier);
+    }
+  } catch (...) {
+    if (p != nullptr) pad_verify_.drop_last_held();
+    metrale::core::log().error(
+        "red zones: no room to queue the check of a reused block's pad ({}): its last {} "
+        "owners' overruns go unchecked",
+        metrale::core::hex(b->ptr), o.count);
+    return false;
+  }
+  p->ptr = b->ptr;
+  p->entry.bytes = o.bytes;
+  p->entry.reserved = b->size;
+  p->entry.pad = o.pad;
+  p->entry.seq = last.seq;
+  p->entry.site = last.site;
+  p->entry.kind = static_cast<metrale_alloc_kind_t>(last.kind);
+  p->entry.tag = last.tag;
+  p->entry.block = b;
+  p->free_site = last.free_site;
+  p->stream = 0;  // the block's own, whatever it becomes (a retired stream's heir)
+  p->check_from = o.bytes;
+  p->check_to = b->pattern.covers(o.bytes, o.bytes + o.pad) ? b->pattern.to : o.bytes + o.pad;
+  p->held_bytes = b->size;
+  o.count = 0;
+  chunk_source_->block_handed_out(b->ptr, o.bytes + o.pad);  // paired with the release's
+  if (pad_verify_.commit_held()) unchecked_due_.store(true, std::memory_order_relaxed);
+  return true;
+}
+
+void metrale_context::flush_unchecked_pads() {
+  if (reuse_owners_ > 1 && pool_) pool_->flush_unchecked();
+}
+
+void metrale_context::run_unchecked_due() noexcept {
+  unchecked_due_.store(false, std::memory_order_relaxed);
+  verify_freed_pads(false);
+}
+
+std::string metrale_context::earlier_owners_text(const PadOwners& o) const {
+  std::string s = "or by one of the " + metrale::core::plural(o.count, "earlier allocation") +
+                  " of its block since its pad was last checked (METRALE_REDZONE_REUSE; same "
+                  "size, same stream): ";
+  for (uint32_t i = 0; i < o.count; ++i) {
+    const PadOwners::Owner& w = o.owner[i];
+    if (i != 0) s += ", ";
+    s += "seq " + std::to_string(w.seq) + " from " +
+         metrale::core::site_text(ledger_.site_file(w.site), ledger_.site_line(w.site)) +
+         " freed at " +
+         metrale::core::site_text(ledger_.site_file(w.free_site), ledger_.site_line(w.free_site));
+  }
+  return s;
+}
+
+std::string metrale_context::live_pad_earlier_owners(DevPtr ptr, uint64_t seq) {
+  PadOwners owners;
+  {
+    // A copy: the text reads the ledger's sites, under the same lock.
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+    const metrale::core::LedgerEntry* e = ledger_.find_locked(ptr);
+    if (e == nullptr || e->seq != seq || e->block == nullptr || !e->block->unchecked()) return {};
+    owners = *e->block->owners;
+  }
+  return earlier_owners_text(owners);
+}
+
+void metrale_context::stop_pad_reuse(const char* why) noexcept {
+  if (reuse_owners_ <= 1 || reuse_off_.exchange(true)) return;
+  metrale::core::log().warn(
+      "red zones: {}; blocks are no longer reused before their pad is checked "
+      "(METRALE_REDZONE_REUSE is off for this context), so the next overrun names its "
+      "allocation alone",
+      why);
+}
