@@ -7,9 +7,26 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_support.h"
+
+/* The racing cases below run up to their round count, but stop after
+ * kRaceSeconds once kMinRaceRounds are done: on a loaded machine (CI's 2
+ * cores running two suites at once) each wait for the other thread can
+ * cost a time slice, and 20000 rounds took 90 s there instead of 1 s. */
+#define kMinRaceRounds 200
+#define kRaceSeconds 5.0
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+static int race_goes_on(int round, int rounds, double start) {
+  if (round >= rounds) return 0;
+  return round < kMinRaceRounds || seconds_now() - start < kRaceSeconds;
+}
 
 static const metrale_dim3_t ONE = {1, 1, 1};
 #define HAMMER 10000
@@ -504,7 +521,8 @@ static void use_racing_destroy_works_or_is_refused(void** state) {
    * few rounds: beside another valgrind process on 2 cores each yield can
    * cost a time slice (this suite took 85 s of CI's valgrind pass). */
   const int rounds = r.yield ? 50 : mt_is_host(ctx) ? 20000 : 1000;
-  for (int round = 0; round < rounds; ++round) {
+  const double start = seconds_now();
+  for (int round = 0; race_goes_on(round, rounds, start); ++round) {
     wait_for_calls(&r, 2);
     MT_OK(metrale_graph_destroy(ctx, g));
     MT_OK(metrale_event_destroy(ctx, e));
@@ -575,7 +593,8 @@ static void launch_racing_unload_works_or_is_refused(void** state) {
   /* A cuda round loads a fatbin: about a millisecond. Under valgrind few
    * rounds, as in use_racing_destroy_works_or_is_refused. */
   const int rounds = l.yield ? 50 : mt_is_host(ctx) ? 2000 : 500;
-  for (int round = 0; round < rounds; ++round) {
+  const double start = seconds_now();
+  for (int round = 0; race_goes_on(round, rounds, start); ++round) {
     wait_for_launches(&l, 2);
     metrale_kernel_t* old = atomic_load(&l.k);
     MT_OK(metrale_module_unload(ctx, MT_KERNEL_MODULE));
