@@ -1116,9 +1116,11 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
  * "seq S from file:line freed at file:line": one of them wrote it. A scan
  * that finds the pad of a live allocation overwritten says the same of
  * its earlier owners. The first such report turns the reuse off for the
- * context (a warning says so), so the next overrun is named exactly. Cost
- * with the default batch: one check per n frees of a loop instead of one
- * per free, and no block held back (bench/: library_redzone64_reuse8). */
+ * context (a warning says so), so the next overrun is named exactly. (The
+ * earlier owners of the checks queued last are kept, 65536 owners in all;
+ * past that a report gives only how many there were.) Cost with the
+ * default batch: one check per n frees of a loop instead of one per free
+ * (bench/: alloc_free/<size>/library_pool_redzone_reuse8). */
 
 /** The byte freed memory in quarantine is filled with. */
 #define METRALE_QUARANTINE_PATTERN 0xD7u

@@ -73,6 +73,7 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
                                                                      &ctx->ledger_.mutex());
     if (opts.redzone_bytes > 0 && !ctx->quarantine_ && verify.reuse > 1) {
       ctx->reuse_owners_ = verify.reuse;
+      ctx->owner_log_.reserve();
       ctx->unchecked_sink_.ctx = ctx.get();
       ctx->pool_->set_unchecked_sink(&ctx->unchecked_sink_);
     }
@@ -80,6 +81,7 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
   // The pooled fast paths' fixed conditions (pool_fast_path.cpp).
   ctx->fast_alloc_ = ctx->pool_ && !ctx->bounds_ && opts.redzone_bytes == 0;
   ctx->fast_free_ = ctx->pool_ && !ctx->bounds_ && !ctx->quarantine_;
+  ctx->fast_alloc_padded_ = ctx->pool_ && !ctx->bounds_ && opts.redzone_bytes > 0;
   // Opened before the context is published: a bad path fails the create.
   std::shared_ptr<metrale::core::EventSink> env_log = metrale::core::event_log_from_env();
   StreamHandle h = ctx->backend_->stream_create();

@@ -30,6 +30,7 @@
 #include "core/ledger.hpp"
 #include "core/modules.hpp"
 #include "core/pad_mirror.hpp"
+#include "core/owner_log.hpp"
 #include "core/pad_verify_queue.hpp"
 #include "core/pinned_cache.hpp"
 #include "core/pinned_registry.hpp"
@@ -83,6 +84,11 @@ struct metrale_context {
       if (s == nullptr && kind == METRALE_ALLOC_DEVICE && fast_alloc_ && pooled_fast()) {
         return alloc_pooled(bytes, kind, default_stream_, file != nullptr ? file : "<unknown>",
                             line);
+      }
+      // Red zones on: alloc_unlogged's own dispatch, without its checks.
+      if (s == nullptr && kind == METRALE_ALLOC_DEVICE && fast_alloc_padded_ && pooled_fast()) {
+        return alloc_pooled_padded(bytes, kind, default_stream_,
+                                   file != nullptr ? file : "<unknown>", line, wait_for_fill);
       }
       return alloc_unlogged(bytes, file, line, kind, s, wait_for_fill);
     }
@@ -503,6 +509,10 @@ struct metrale_context {
   bool queue_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
                             metrale::core::StreamObj* st, const char* file, int line,
                             bool* run_pass) noexcept;
+  // Its second half: the check list only (free_pooled tries the reuse itself).
+  bool queue_checked_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                              metrale::core::StreamObj* st, const char* file, int line,
+                              bool* run_pass) noexcept;
   // METRALE_REDZONE_REUSE (pad_reuse.cpp), with the ledger's lock held:
   // chain_ puts a freed padded block back into its stream's bins unchecked
   // (true) or leaves it to the check (false, nothing changed);
@@ -515,7 +525,11 @@ struct metrale_context {
   // teardown); the lock not held.
   void flush_unchecked_pads();
   void run_unchecked_due() noexcept;
-  std::string earlier_owners_text(const metrale::core::pool::PadOwners& o) const;
+  std::string earlier_owners_text(const metrale::core::pool::PadOwners::Owner* o, uint32_t n,
+                                  bool known) const;
+  // The earlier owners a queued check names (the OwnerLog read under the
+  // ledger's lock); "" when none.
+  std::string logged_earlier_owners(const metrale::core::PendingPad& p);
   // For a scan's message: the earlier owners of the live allocation
   // (ptr, seq)'s block since its pad's last check; "" when none.
   std::string live_pad_earlier_owners(DevPtr ptr, uint64_t seq);
@@ -562,7 +576,7 @@ struct metrale_context {
  private:
   // A report's sites, tag and block fields (describe_freed_pad and
   // describe_checked_pad add what was found).
-  FreedPadReport freed_pad_report(const metrale::core::PendingPad& p) const;
+  FreedPadReport freed_pad_report(const metrale::core::PendingPad& p);
   FreedPadReport describe_freed_pad(const metrale::core::PendingPad& p, uint32_t counted);
   // A checked block back to the pool with what of its range proved clean.
   void release_checked(const metrale::core::PendingPad& p,
@@ -634,6 +648,7 @@ struct metrale_context {
   // checked pointers, and no red zone (alloc) / no quarantine (free).
   bool fast_alloc_ = false;
   bool fast_free_ = false;
+  bool fast_alloc_padded_ = false;  // the same with red zones on
   // Red zones on and quarantine_bytes > 0.
   std::unique_ptr<metrale::core::Quarantine> quarantine_;
   // Freed padded pooled blocks waiting for their check (pad_verify_ops.cpp),
@@ -646,6 +661,7 @@ struct metrale_context {
   std::atomic<bool> reuse_off_{false};
   std::atomic<bool> unchecked_due_{false};
   UncheckedPads unchecked_sink_;
+  metrale::core::OwnerLog owner_log_;  // under the ledger's lock
   std::mutex verify_mutex_;
   // A pass's scratch (run_verify_pass), under verify_mutex_: kept so that a
   // steady loop allocates nothing per pass. Members, not thread_locals: in

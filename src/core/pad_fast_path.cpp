@@ -14,7 +14,6 @@
 using metrale::Error;
 using metrale::fail;
 using metrale::core::pool::Block;
-using metrale::core::pool::PadOwners;
 using metrale::core::pool::PatternRange;
 
 namespace {
@@ -57,14 +56,18 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
       const metrale::core::Ledger::Ready r = ledger_.ready_locked(file, line, entry.pad > 0);
       entry.site = r.site;
       entry.tag = r.tag;
+      const metrale::core::pool::ReuseKey key{bytes, entry.pad};
       try {
-        // No release of the cache on this try: the retry below releases
-        // it after the blocks waiting for their check are back, and its
-        // message tells what it released.
-        b = device([&] {
-          return pool_->allocate_held(bytes + entry.pad, st->handle, false, false,
-                                      metrale::core::pool::ReuseKey{bytes, entry.pad});
-        });
+        // The binned block of this size first, inline, as alloc_pooled.
+        // No release of the cache on the full try: the retry below
+        // releases it after the blocks waiting for their check are back,
+        // and its message tells what it released.
+        b = pool_->take_binned_held(bytes + entry.pad, st->handle, key);
+        if (b == nullptr) {
+          b = device([&] {
+            return pool_->allocate_held(bytes + entry.pad, st->handle, false, false, key);
+          });
+        }
       } catch (const Error& e) {
         if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
         // Retried below, out of the lock, after the blocks waiting for their
@@ -154,6 +157,12 @@ bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::Ledg
     *run_pass = false;
     return true;
   }
+  return queue_checked_pad_held(ptr, e, st, file, line, run_pass);
+}
+
+bool metrale_context::queue_checked_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                                             metrale::core::StreamObj* st, const char* file,
+                                             int line, bool* run_pass) noexcept {
   Block* b = e.block;
   const bool filled = b->pattern.from == e.bytes && b->pattern.covers(e.bytes, e.bytes + e.pad);
   metrale::core::PendingPad* p = nullptr;
@@ -162,11 +171,14 @@ bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::Ledg
     // What may throw first: a new site's copy, room in the list.
     free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
     p = &pad_verify_.emplace_held();  // its mutex is the ledger's
-    // Owners that shared this pad unchecked: this check names them too.
-    if (b->unchecked()) p->earlier = std::shared_ptr<const PadOwners>(std::move(b->owners));
   } catch (...) {
-    if (p != nullptr) pad_verify_.drop_last_held();
     return false;  // nothing queued: the caller's general path frees it
+  }
+  if (b->unchecked()) {
+    // Owners that shared this pad unchecked: this check names them too.
+    p->earlier_count = b->owners->count;
+    p->earlier_at = owner_log_.append(b->owners->owner, b->owners->count);
+    b->owners->count = 0;
   }
   p->ptr = ptr;
   p->entry = e;

@@ -65,13 +65,7 @@ bool metrale_context::queue_unchecked_held(Block* b) noexcept {
   PendingPad* p = nullptr;
   try {
     p = &pad_verify_.emplace_held();  // its mutex is the ledger's, held
-    if (o.count > 1) {
-      auto earlier = std::make_shared<PadOwners>(o);
-      earlier->count = o.count - 1;
-      p->earlier = std::move(earlier);
-    }
   } catch (...) {
-    if (p != nullptr) pad_verify_.drop_last_held();
     metrale::core::log().error(
         "red zones: no room to queue the check of a reused block's pad ({}): its last {} "
         "owners' overruns go unchecked",
@@ -92,6 +86,8 @@ bool metrale_context::queue_unchecked_held(Block* b) noexcept {
   p->check_from = o.bytes;
   p->check_to = b->pattern.covers(o.bytes, o.bytes + o.pad) ? b->pattern.to : o.bytes + o.pad;
   p->held_bytes = b->size;
+  p->earlier_count = o.count - 1;
+  p->earlier_at = owner_log_.append(o.owner, o.count - 1);
   o.count = 0;
   chunk_source_->block_handed_out(b->ptr, o.bytes + o.pad);  // paired with the release's
   if (pad_verify_.commit_held()) unchecked_due_.store(true, std::memory_order_relaxed);
@@ -107,12 +103,15 @@ void metrale_context::run_unchecked_due() noexcept {
   verify_freed_pads(false);
 }
 
-std::string metrale_context::earlier_owners_text(const PadOwners& o) const {
-  std::string s = "or by one of the " + metrale::core::plural(o.count, "earlier allocation") +
+std::string metrale_context::earlier_owners_text(const PadOwners::Owner* o, uint32_t n,
+                                                 bool known) const {
+  std::string s = "or by one of the " + metrale::core::plural(n, "earlier allocation") +
                   " of its block since its pad was last checked (METRALE_REDZONE_REUSE; same "
-                  "size, same stream): ";
-  for (uint32_t i = 0; i < o.count; ++i) {
-    const PadOwners::Owner& w = o.owner[i];
+                  "size, same stream)";
+  if (!known) return s + " (no longer recorded: too many checks queued since)";
+  s += ": ";
+  for (uint32_t i = 0; i < n; ++i) {
+    const PadOwners::Owner& w = o[i];
     if (i != 0) s += ", ";
     s += "seq " + std::to_string(w.seq) + " from " +
          metrale::core::site_text(ledger_.site_file(w.site), ledger_.site_line(w.site)) +
@@ -131,7 +130,19 @@ std::string metrale_context::live_pad_earlier_owners(DevPtr ptr, uint64_t seq) {
     if (e == nullptr || e->seq != seq || e->block == nullptr || !e->block->unchecked()) return {};
     owners = *e->block->owners;
   }
-  return earlier_owners_text(owners);
+  return earlier_owners_text(owners.owner, owners.count, true);
+}
+
+std::string metrale_context::logged_earlier_owners(const PendingPad& p) {
+  if (p.earlier_count == 0) return {};
+  PadOwners::Owner owners[PadOwners::kMax];
+  bool known = false;
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+    known = p.earlier_count <= PadOwners::kMax &&
+            owner_log_.read(p.earlier_at, p.earlier_count, owners);
+  }
+  return earlier_owners_text(owners, p.earlier_count, known);
 }
 
 void metrale_context::stop_pad_reuse(const char* why) noexcept {

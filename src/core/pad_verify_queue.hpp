@@ -17,7 +17,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <unordered_set>
 #include <vector>
@@ -41,8 +40,10 @@ struct PendingPad {
   size_t held_bytes = 0;   // the block's size (what the pool cannot reuse meanwhile)
   size_t result = 0;       // a stream-ordered pass: the index of its pad's result
   // METRALE_REDZONE_REUSE: the block's earlier owners since its pad's last
-  // check (count of them; `entry` is the last one), nullptr when none.
-  std::shared_ptr<const pool::PadOwners> earlier;
+  // check (`entry` is the last one): earlier_count of them, logged at
+  // earlier_at in the context's OwnerLog (core/owner_log.hpp).
+  uint64_t earlier_at = 0;
+  uint32_t earlier_count = 0;
 };
 
 class PadVerifyQueue {
@@ -71,8 +72,6 @@ class PadVerifyQueue {
   // (nothing added then); commit_held counts the entry emplaced last,
   // true when a bound is met.
   PendingPad& emplace_held() { return held_.emplace_back(); }
-  // Takes back the entry emplaced last, not committed (its filling failed).
-  void drop_last_held() { held_.pop_back(); }
   bool commit_held() {
     bytes_ += held_.back().held_bytes;
     return held_.size() >= limits_.count || bytes_ >= limits_.bytes;

@@ -13,7 +13,7 @@
 
 using metrale::core::PendingPad;
 
-metrale_context::FreedPadReport metrale_context::freed_pad_report(const PendingPad& p) const {
+metrale_context::FreedPadReport metrale_context::freed_pad_report(const PendingPad& p) {
   FreedPadReport r{};
   metrale_redzone_violation_t& v = r.v;
   v.ptr = p.ptr;
@@ -25,7 +25,7 @@ metrale_context::FreedPadReport metrale_context::freed_pad_report(const PendingP
   r.free_file = ledger_.site_file(p.free_site);
   r.free_line = ledger_.site_line(p.free_site);
   r.tag = metrale::core::tags::name(p.entry.tag);
-  if (p.earlier != nullptr && p.earlier->count != 0) r.earlier = earlier_owners_text(*p.earlier);
+  r.earlier = logged_earlier_owners(p);
   return r;
 }
 
