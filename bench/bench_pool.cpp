@@ -311,26 +311,19 @@ int main(int argc, char** argv) {
     if (pinned) sched_setaffinity(0, sizeof old_mask, &old_mask);
     // Where the red-zone rows' time goes: fills (a device call and a wait
     // each) against skipped fills, and the batch checks.
-    metrale_pool_stats_t st;
-    st.struct_size = sizeof st;
-    if (pb.redzone != nullptr && metrale_pool_stats(pb.redzone, &st) == METRALE_OK) {
-      report.meta("redzone_pool_stats",
-                  "after alloc_free: pad_fills " + std::to_string(st.pad_fills) +
-                      ", pad_fills_skipped " + std::to_string(st.pad_fills_skipped) +
-                      ", pad_checks " + std::to_string(st.pad_checks) + ", pads_checked " +
-                      std::to_string(st.pads_checked) + ", chunk_allocs " +
-                      std::to_string(st.chunk_allocs) + ", reserved_bytes " +
-                      std::to_string(st.reserved_bytes));
-    }
-    if (pb.redzone_reuse != nullptr && metrale_pool_stats(pb.redzone_reuse, &st) == METRALE_OK) {
-      report.meta("redzone_reuse8_pool_stats",
-                  "after alloc_free: pad_fills " + std::to_string(st.pad_fills) +
-                      ", pad_fills_skipped " + std::to_string(st.pad_fills_skipped) +
-                      ", pad_checks " + std::to_string(st.pad_checks) + ", pads_checked " +
-                      std::to_string(st.pads_checked) + ", chunk_allocs " +
-                      std::to_string(st.chunk_allocs) + ", reserved_bytes " +
-                      std::to_string(st.reserved_bytes));
-    }
+    auto meta_stats = [&](const char* key, metrale_context_t* ctx) {
+      metrale_pool_stats_t st;
+      st.struct_size = sizeof st;
+      if (ctx == nullptr || metrale_pool_stats(ctx, &st) != METRALE_OK) return;
+      report.meta(key, "after alloc_free: pad_fills " + std::to_string(st.pad_fills) +
+                           ", pad_fills_skipped " + std::to_string(st.pad_fills_skipped) +
+                           ", pad_checks " + std::to_string(st.pad_checks) + ", pads_checked " +
+                           std::to_string(st.pads_checked) + ", chunk_allocs " +
+                           std::to_string(st.chunk_allocs) + ", reserved_bytes " +
+                           std::to_string(st.reserved_bytes));
+    };
+    meta_stats("redzone_pool_stats", pb.redzone);
+    meta_stats("redzone_reuse8_pool_stats", pb.redzone_reuse);
   }
   if (want("threads")) run_pool_threads(pb);
   if (want("trace")) run_pool_trace(pb);

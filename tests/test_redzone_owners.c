@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "freed_pads.h"
 #include "test_support.h"
 
 #define PAD 64
@@ -17,47 +18,8 @@
 /* A padded context with METRALE_REDZONE_REUSE=reuse and, when not NULL,
  * METRALE_REDZONE_VERIFY_BATCH=batch. NULL: the pool is off (skip). */
 static metrale_context_t* open_reuse(const char* reuse, const char* batch) {
-  setenv("METRALE_REDZONE_REUSE", reuse, 1);
-  if (batch != NULL) setenv("METRALE_REDZONE_VERIFY_BATCH", batch, 1);
-  metrale_context_options_t o = mt_options();
-  o.redzone_bytes = PAD;
-  metrale_context_t* ctx = mt_open(&o);
-  unsetenv("METRALE_REDZONE_REUSE");
-  unsetenv("METRALE_REDZONE_VERIFY_BATCH");
-  if (!mt_pool_on(ctx)) {
-    mt_close(ctx);
-    return NULL;
-  }
-  return ctx;
+  return open_padded(PAD, batch, NULL, reuse);
 }
-
-static metrale_pool_stats_t stats(metrale_context_t* ctx) {
-  metrale_pool_stats_t s = {.struct_size = sizeof s};
-  MT_OK(metrale_pool_stats(ctx, &s));
-  return s;
-}
-
-static void smash(metrale_context_t* ctx, metrale_devptr_t p, size_t bytes, size_t off) {
-  const unsigned char junk = 0x5a;
-  MT_OK(metrale_copy_h2d(ctx, &junk, 1, p + bytes + off));
-}
-
-/* Error lines about freed pads. */
-static char g_logged[8192];
-static int g_lines;
-static void capture(metrale_log_level_t level, const char* msg, void* user) {
-  (void)user;
-  if (level < METRALE_LOG_ERROR || strstr(msg, "before its free") == NULL) return;
-  g_lines++;
-  strncat(g_logged, msg, sizeof g_logged - strlen(g_logged) - 2);
-  strcat(g_logged, "\n");
-}
-static void start_capture(void) {
-  g_logged[0] = '\0';
-  g_lines = 0;
-  MT_OK(metrale_log_set_callback(capture, NULL));
-}
-static void stop_capture(void) { MT_OK(metrale_log_set_callback(NULL, NULL)); }
 
 /* Four owners of one block, the first of which overran its pad: the first
  * three frees check nothing and the same block comes back with no fill; the
@@ -129,9 +91,7 @@ static void another_size_checks_the_pad_first(void** state) {
   assert_non_null(strstr(g_logged, "allocated at first.c:1, freed at free.c:2"));
   assert_null(strstr(g_logged, "earlier"));
   assert_int_equal(stats(ctx).pads_checked, 1);
-  unsigned char* pad = mt_read_device(ctx, b + 1100, PAD);
-  for (int i = 0; i < PAD; ++i) assert_int_equal(pad[i], METRALE_REDZONE_PATTERN);
-  free(pad);
+  expect_pattern(ctx, b, 1100, PAD);
   MT_OK(metrale_free(ctx, b));
   mt_close(ctx);
 }

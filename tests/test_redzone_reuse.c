@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "freed_pads.h"
 #include "test_support.h"
 
 #define PAD 64
@@ -15,56 +16,15 @@
 /* A padded context; batch: METRALE_REDZONE_VERIFY_BATCH while it is created
  * (NULL: the default). NULL return: the pool is off, the test skips. */
 static metrale_context_t* open_rz_ordered(const char* batch, const char* ordered) {
-  if (batch != NULL) setenv("METRALE_REDZONE_VERIFY_BATCH", batch, 1);
-  if (ordered != NULL) setenv("METRALE_REDZONE_VERIFY_ORDERED", ordered, 1);
-  metrale_context_options_t o = mt_options();
-  o.redzone_bytes = PAD;
-  metrale_context_t* ctx = mt_open(&o);
-  unsetenv("METRALE_REDZONE_VERIFY_BATCH");
-  unsetenv("METRALE_REDZONE_VERIFY_ORDERED");
-  if (!mt_pool_on(ctx)) {
-    mt_close(ctx);
-    return NULL;
-  }
-  return ctx;
+  return open_padded(PAD, batch, ordered, NULL);
 }
 
 /* METRALE_REDZONE_VERIFY_ORDERED as set (the default: on). */
 static metrale_context_t* open_rz(const char* batch) { return open_rz_ordered(batch, NULL); }
 
-static metrale_pool_stats_t stats(metrale_context_t* ctx) {
-  metrale_pool_stats_t s = {.struct_size = sizeof s};
-  MT_OK(metrale_pool_stats(ctx, &s));
-  return s;
-}
-
-static void smash(metrale_context_t* ctx, metrale_devptr_t p, size_t bytes, size_t off) {
-  const unsigned char junk = 0x5a;
-  MT_OK(metrale_copy_h2d(ctx, &junk, 1, p + bytes + off));
-}
-
 static void expect_pad_is_pattern(metrale_context_t* ctx, metrale_devptr_t p, size_t bytes) {
-  unsigned char* pad = mt_read_device(ctx, p + bytes, PAD);
-  for (int i = 0; i < PAD; ++i) assert_int_equal(pad[i], METRALE_REDZONE_PATTERN);
-  free(pad);
+  expect_pattern(ctx, p, bytes, PAD);
 }
-
-/* Lines the library logs about freed pads. */
-static char g_logged[4096];
-static int g_lines;
-static void capture(metrale_log_level_t level, const char* msg, void* user) {
-  (void)user;
-  if (level < METRALE_LOG_ERROR || strstr(msg, "before its free") == NULL) return;
-  g_lines++;
-  strncat(g_logged, msg, sizeof g_logged - strlen(g_logged) - 2);
-  strcat(g_logged, "\n");
-}
-static void start_capture(void) {
-  g_logged[0] = '\0';
-  g_lines = 0;
-  MT_OK(metrale_log_set_callback(capture, NULL));
-}
-static void stop_capture(void) { MT_OK(metrale_log_set_callback(NULL, NULL)); }
 
 /* An overrun written into a pad, and the allocation freed before any scan:
  * the check at the free (batch of 1) logs it with both sites, and the next
