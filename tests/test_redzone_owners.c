@@ -205,6 +205,63 @@ static void stream_destroy_checks_its_unchecked_blocks(void** state) {
   mt_close(ctx);
 }
 
+/* An allocation while its stream captures takes no cached block whose
+ * last use is not known complete: the stream's unchecked blocks go to their
+ * check (which waits for the capture's end) and the allocation gets other
+ * memory, its pad filled. After the capture the overrun of the block's
+ * owner is still reported, with both sites. */
+static void capture_sends_unchecked_blocks_to_their_check(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_reuse("8", NULL);
+  if (ctx == NULL) skip();
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t a = 0, b = 0;
+  MT_OK(metrale_alloc_async_at(ctx, 600, s, "a.c", 21, &a));
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  smash(ctx, a, 600, 4);
+  MT_OK(metrale_free_async_at(ctx, a, s, "f.c", 22));
+  assert_int_equal(stats(ctx).pads_pending, 0);
+  MT_OK(metrale_graph_begin_capture(ctx, s));
+  MT_OK(metrale_alloc_async(ctx, 600, s, &b));
+  assert_true(b != a);
+  metrale_graph_t* g = NULL;
+  MT_OK(metrale_graph_end_capture(ctx, s, &g));
+  MT_OK(metrale_free_async(ctx, b, s));
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_MESSAGE_HAS("a.c:21");
+  MT_MESSAGE_HAS("freed at f.c:22");
+  assert_int_equal(n, 1);
+  MT_OK(metrale_graph_destroy(ctx, g));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
+/* With the quarantine on the reuse is off: freed blocks go to the
+ * quarantine as without it. */
+static void quarantine_turns_the_reuse_off(void** state) {
+  (void)state;
+  setenv("METRALE_REDZONE_REUSE", "8", 1);
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = PAD;
+  o.quarantine_bytes = 1 << 20;
+  metrale_context_t* ctx = mt_open(&o);
+  unsetenv("METRALE_REDZONE_REUSE");
+  if (!mt_pool_on(ctx)) {
+    mt_close(ctx);
+    skip();
+  }
+  metrale_devptr_t a = 0, b = 0;
+  MT_OK(metrale_alloc(ctx, 700, &a));
+  MT_OK(metrale_free(ctx, a));
+  assert_true(stats(ctx).quarantined_bytes > 0);
+  MT_OK(metrale_alloc(ctx, 700, &b));
+  assert_true(b != a);
+  MT_OK(metrale_free(ctx, b));
+  mt_close(ctx);
+}
+
 /* Trim checks the unchecked blocks (then releases what it can), and the
  * context's destroy logs an overrun still unchecked. */
 static void trim_and_destroy_check_unchecked_blocks(void** state) {
@@ -310,6 +367,8 @@ int main(void) {
       cmocka_unit_test(live_report_names_the_earlier_owners),
       cmocka_unit_test(foreign_stream_and_marked_frees_wait_for_their_check),
       cmocka_unit_test(stream_destroy_checks_its_unchecked_blocks),
+      cmocka_unit_test(capture_sends_unchecked_blocks_to_their_check),
+      cmocka_unit_test(quarantine_turns_the_reuse_off),
       cmocka_unit_test(trim_and_destroy_check_unchecked_blocks),
       cmocka_unit_test(threads_reuse_without_false_reports),
       cmocka_unit_test(malformed_reuse_knob_fails_the_create),
