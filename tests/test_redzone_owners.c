@@ -238,27 +238,28 @@ static void capture_sends_unchecked_blocks_to_their_check(void** state) {
   mt_close(ctx);
 }
 
-/* With the quarantine on the reuse is off: freed blocks go to the
- * quarantine as without it. */
-static void quarantine_turns_the_reuse_off(void** state) {
+/* The out-of-memory retry checks the unchecked blocks before it gives the
+ * cache back, another stream's too: the overrun of one freed before the
+ * failed call is reported. */
+static void oom_retry_checks_unchecked_blocks(void** state) {
   (void)state;
-  setenv("METRALE_REDZONE_REUSE", "8", 1);
-  metrale_context_options_t o = mt_options();
-  o.redzone_bytes = PAD;
-  o.quarantine_bytes = 1 << 20;
-  metrale_context_t* ctx = mt_open(&o);
-  unsetenv("METRALE_REDZONE_REUSE");
-  if (!mt_pool_on(ctx)) {
-    mt_close(ctx);
-    skip();
-  }
-  metrale_devptr_t a = 0, b = 0;
-  MT_OK(metrale_alloc(ctx, 700, &a));
-  MT_OK(metrale_free(ctx, a));
-  assert_true(stats(ctx).quarantined_bytes > 0);
-  MT_OK(metrale_alloc(ctx, 700, &b));
-  assert_true(b != a);
-  MT_OK(metrale_free(ctx, b));
+  metrale_context_t* ctx = open_reuse("8", NULL);
+  if (ctx == NULL) skip();
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t p = 0, big = 0;
+  MT_OK(metrale_alloc_async_at(ctx, 512, s, "alloc_site.c", 31, &p));
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  smash(ctx, p, 512, 1);
+  MT_OK(metrale_free_async_at(ctx, p, s, "free_site.c", 32));
+  assert_int_equal(stats(ctx).pads_checked, 0);
+  MT_STATUS(metrale_alloc(ctx, (size_t)1 << 40, &big), METRALE_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(stats(ctx).pads_checked, 1);
+  assert_int_equal(stats(ctx).pads_overwritten, 1);
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_MESSAGE_HAS("freed at free_site.c:32");
+  MT_OK(metrale_stream_destroy(ctx, s));
   mt_close(ctx);
 }
 
@@ -368,7 +369,7 @@ int main(void) {
       cmocka_unit_test(foreign_stream_and_marked_frees_wait_for_their_check),
       cmocka_unit_test(stream_destroy_checks_its_unchecked_blocks),
       cmocka_unit_test(capture_sends_unchecked_blocks_to_their_check),
-      cmocka_unit_test(quarantine_turns_the_reuse_off),
+      cmocka_unit_test(oom_retry_checks_unchecked_blocks),
       cmocka_unit_test(trim_and_destroy_check_unchecked_blocks),
       cmocka_unit_test(threads_reuse_without_false_reports),
       cmocka_unit_test(malformed_reuse_knob_fails_the_create),

@@ -151,6 +151,8 @@ void metrale_context::release_everything() noexcept {
   free_held(scan_fence_.drain());
   // Every block is back: the pool waits for its streams' events and gives
   // its chunks to the driver, while those streams still exist.
+  // The sink (a member of this context) must not outlive its use.
+  if (pool_) pool_->set_unchecked_sink(nullptr);
   pool_.reset();
   chunk_source_.reset();
   if (backend_) timer_.release(*backend_);

@@ -509,10 +509,6 @@ struct metrale_context {
   bool queue_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
                             metrale::core::StreamObj* st, const char* file, int line,
                             bool* run_pass) noexcept;
-  // Its second half: the check list only (free_pooled tries the reuse itself).
-  bool queue_checked_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
-                              metrale::core::StreamObj* st, const char* file, int line,
-                              bool* run_pass) noexcept;
   // METRALE_REDZONE_REUSE (pad_reuse.cpp), with the ledger's lock held:
   // chain_ puts a freed padded block back into its stream's bins unchecked
   // (true) or leaves it to the check (false, nothing changed);
@@ -525,6 +521,8 @@ struct metrale_context {
   // teardown); the lock not held.
   void flush_unchecked_pads();
   void run_unchecked_due() noexcept;
+  // Logs (lock not held) the unchecked blocks the sink could not queue.
+  void log_dropped_unchecked() noexcept;
   std::string earlier_owners_text(const metrale::core::pool::PadOwners::Owner* o, uint32_t n,
                                   bool known) const;
   // The earlier owners a queued check names (the OwnerLog read under the
@@ -660,6 +658,7 @@ struct metrale_context {
   size_t reuse_owners_ = 1;
   std::atomic<bool> reuse_off_{false};
   std::atomic<bool> unchecked_due_{false};
+  std::atomic<uint64_t> unchecked_dropped_{0};
   UncheckedPads unchecked_sink_;
   metrale::core::OwnerLog owner_log_;  // under the ledger's lock
   std::mutex verify_mutex_;

@@ -66,10 +66,9 @@ bool metrale_context::queue_unchecked_held(Block* b) noexcept {
   try {
     p = &pad_verify_.emplace_held();  // its mutex is the ledger's, held
   } catch (...) {
-    metrale::core::log().error(
-        "red zones: no room to queue the check of a reused block's pad ({}): its last {} "
-        "owners' overruns go unchecked",
-        metrale::core::hex(b->ptr), o.count);
+    // Logged once the lock is released (a log callback may call back in).
+    unchecked_dropped_.fetch_add(1, std::memory_order_relaxed);
+    unchecked_due_.store(true, std::memory_order_relaxed);
     return false;
   }
   p->ptr = b->ptr;
@@ -95,12 +94,24 @@ bool metrale_context::queue_unchecked_held(Block* b) noexcept {
 }
 
 void metrale_context::flush_unchecked_pads() {
-  if (reuse_owners_ > 1 && pool_) pool_->flush_unchecked();
+  if (reuse_owners_ <= 1 || !pool_) return;
+  pool_->flush_unchecked();
+  log_dropped_unchecked();
 }
 
 void metrale_context::run_unchecked_due() noexcept {
   unchecked_due_.store(false, std::memory_order_relaxed);
+  log_dropped_unchecked();
   verify_freed_pads(false);
+}
+
+void metrale_context::log_dropped_unchecked() noexcept {
+  const uint64_t n = unchecked_dropped_.exchange(0, std::memory_order_relaxed);
+  if (n == 0) return;
+  metrale::core::log().error(
+      "red zones: out of host memory queueing the pad checks of {} reused blocks: their owners' "
+      "overruns go unchecked (the blocks were cached without their pattern record)",
+      n);
 }
 
 std::string metrale_context::earlier_owners_text(const PadOwners::Owner* o, uint32_t n,

@@ -88,10 +88,7 @@ metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_allo
     if (e->pad != 0) {
       // A padded block waits for its red-zone check (pad_fast_path.cpp), as
       // in free_impl's first branch, without its second lock and lookup.
-      if ((reuse_owners_ <= 1 || !chain_freed_pad_held(ptr, *e, st, file, line)) &&
-          !queue_checked_pad_held(ptr, *e, st, file, line, &check)) {
-        return false;
-      }
+      if (!queue_freed_pad_held(ptr, *e, st, file, line, &check)) return false;
       ledger_.take_found_locked(e, nullptr);  // the list holds its copy
     } else {
       // Before the pool has it: after, another thread may hand it out again.

@@ -43,9 +43,10 @@ struct Block;
 
 // Where the pool sends an unchecked block it must not keep or hand out:
 // handed out to the sink (its counters as for an allocation of its last
-// owner's bytes plus pad), with the pool's lock held. false: the sink could
-// not take it; the pool then drops the block's pattern record and caches it
-// as any free block (the pad goes unchecked: the sink logs why).
+// owner's bytes plus pad), with the pool's lock held (so it must not call
+// out: no log). false: the sink could not take it; the pool then drops the
+// block's pattern record and caches it as any free block (the pad goes
+// unchecked: the sink counts it and logs it once the lock is released).
 class UncheckedSink {
  public:
   virtual ~UncheckedSink() = default;
