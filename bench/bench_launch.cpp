@@ -99,6 +99,14 @@ int main(int argc, char** argv) {
       empty.push_back(raw_launch("launch_empty/raw_on_library_stream", api, k.raw_empty, lns,
                                  nullptr, nullptr, sync_both));
     }
+    // A diagnosis, not a goal: the library's own CUfunction (metrale_kernel_native)
+    // launched raw on the raw stream. Near launch_empty/library, the gap to
+    // launch_empty/raw lies in the driver's function, not in the library's code.
+    void* lib_func = nullptr;
+    if (metrale_kernel_native(ctx, k.lib_empty, &lib_func) == METRALE_OK && lib_func != nullptr) {
+      empty.push_back(raw_launch("launch_empty/raw_library_function", api,
+                                 static_cast<CUfunction>(lib_func), rs, nullptr, nullptr, sync_both));
+    }
     add_all(&report, run_interleaved(empty, kRepeats, batch), "launch_empty", batch,
             "enqueue only: empty_kernel<<<1,1>>> without parameters, stream synced after each "
             "batch outside the timed region", {Target::DIFF_NS, 50});
@@ -142,6 +150,11 @@ int main(int argc, char** argv) {
       CUstream lns = static_cast<CUstream>(lib_native);
       fill.push_back(raw_launch("launch_3params/raw_on_library_stream", api, k.raw_fill, lns,
                                 params, nullptr, sync_both));
+    }
+    void* lib_fill = nullptr;
+    if (metrale_kernel_native(ctx, k.lib_fill, &lib_fill) == METRALE_OK && lib_fill != nullptr) {
+      fill.push_back(raw_launch("launch_3params/raw_library_function", api,
+                                static_cast<CUfunction>(lib_fill), rs, params, nullptr, sync_both));
     }
     add_all(&report, run_interleaved(fill, kRepeats, batch), "launch_3params", batch,
             "enqueue only: fill_u32<<<1,1>>>(p, 7, n=0) (24 bytes of parameters), stream synced "

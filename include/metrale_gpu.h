@@ -1305,6 +1305,20 @@ metrale_status_t metrale_kernel_get_at(metrale_context_t* ctx, const char* modul
                                        metrale_kernel_t** kernel);
 #define metrale_kernel_get(ctx, module, func, kernel) \
   metrale_kernel_get_at((ctx), (module), (func), __FILE__, __LINE__, (kernel))
+/** *native gets the driver's function behind `kernel`, for what the
+ *  library does not wrap (cuFuncSetAttribute for more dynamic shared memory,
+ *  cuLaunchKernelEx with clusters): on cuda a CUfunction of ctx's device's
+ *  primary context, valid until the kernel's module is unloaded (the
+ *  backend's unload is deferred as metrale_module_unload says; do not count
+ *  on it) or the context is destroyed. A launch made with it is the
+ *  caller's own: no counters, no trace, no timing, no argument checks.
+ *  Attributes set on it apply to the library's launches of `kernel` too.
+ *  Do not unload it. UNSUPPORTED on the host backend (its kernels are C
+ *  functions); INVALID_ARGUMENT for a bad kernel or NULL native, NOT_FOUND
+ *  for a kernel of an unloaded module; CONTEXT_LOST once lost.
+ *  Thread-safe. */
+metrale_status_t metrale_kernel_native(metrale_context_t* ctx, metrale_kernel_t* kernel,
+                                       void** native);
 
 /** What a host kernel receives. params is never NULL when the kernel was
  *  registered with parameter sizes (packed launches are unpacked for it);

@@ -1,6 +1,7 @@
 /* Modules and kernels: has_module, audited lookups, unknown names, launches
  * with void** and packed buffers, the mixed_params layout, size refusals,
- * host-only registration, load_data on host, unload. */
+ * host-only registration, load_data on host, unload, native functions. */
+#include <dlfcn.h>
 #include <stdlib.h>
 
 #include "test_support.h"
@@ -358,6 +359,48 @@ static void unload_makes_kernels_stale(void** state) {
   mt_close(ctx);
 }
 
+/* The driver answers for the function the library hands out: on cuda it is
+ * a CUfunction the driver knows (its attribute query succeeds), one per
+ * kernel; on the host backend there is none. */
+static void kernel_native_is_the_drivers_function(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_load_kernels(ctx);
+  metrale_kernel_t* empty = mt_kernel(ctx, "empty_kernel");
+  metrale_kernel_t* fill = mt_kernel(ctx, "fill_u32");
+  void* a = NULL;
+  MT_STATUS(metrale_kernel_native(ctx, empty, NULL), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_kernel_native(NULL, empty, &a), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_kernel_native(ctx, NULL, &a), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_kernel_native(ctx, (metrale_kernel_t*)(uintptr_t)0x1234, &a),
+            METRALE_ERROR_INVALID_ARGUMENT);
+  if (mt_is_host(ctx)) {
+    MT_STATUS(metrale_kernel_native(ctx, empty, &a), METRALE_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(metrale_last_error_message(), "host backend"));
+  } else {
+    void* b = NULL;
+    MT_OK(metrale_kernel_native(ctx, empty, &a));
+    MT_OK(metrale_kernel_native(ctx, fill, &b));
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_ptr_not_equal(a, b);
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    typedef int (*get_attr_fn)(int*, int, void*);
+    get_attr_fn get_attr = (get_attr_fn)dlsym(lib, "cuFuncGetAttribute");
+    assert_non_null(get_attr);
+    int threads = 0;
+    /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0 */
+    assert_int_equal(get_attr(&threads, 0, a), 0);
+    assert_true(threads > 0);
+    dlclose(lib);
+  }
+  /* A kernel of an unloaded module has no function any more. */
+  MT_OK(metrale_module_unload(ctx, MT_KERNEL_MODULE));
+  MT_STATUS(metrale_kernel_native(ctx, empty, &a), METRALE_ERROR_NOT_FOUND);
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(has_module_after_load),
@@ -374,6 +417,7 @@ int main(void) {
       cmocka_unit_test(register_host_on_cuda_is_unsupported),
       cmocka_unit_test(load_file_errors),
       cmocka_unit_test(unload_makes_kernels_stale),
+      cmocka_unit_test(kernel_native_is_the_drivers_function),
   };
   return MT_RUN(tests);
 }

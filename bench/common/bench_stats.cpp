@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 
 namespace bench {
 
@@ -49,8 +50,14 @@ std::vector<CaseResult> run_interleaved(const std::vector<Case>& cases, size_t r
     out[i].id = cases[i].id;
     out[i].ok = true;
   }
+  // Each round starts one case later than the last, so no case always runs
+  // right after the same other one (BENCH_INTERLEAVE=fixed: always in the
+  // order given, as runs before r19 did).
+  const char* order = std::getenv("BENCH_INTERLEAVE");
+  const bool rotate = order == nullptr || std::string(order) != "fixed";
   for (size_t round = 0; round < warmup + repeats; ++round) {
-    for (size_t i = 0; i < cases.size(); ++i) {
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const size_t i = rotate ? (round + k) % cases.size() : k;
       if (!out[i].ok) continue;
       uint64_t t0 = now_ns();
       bool ok = cases[i].batch(batch);

@@ -40,9 +40,10 @@ struct CaseResult {
 void note_failure(const std::string& why);
 
 // Runs every case `warmup` times, then `repeats` rounds, each round timing one
-// batch of every case in turn. Interleaving puts the library and the raw
-// driver under the same conditions (clocks, caches, driver state) in each
-// round rather than one after the other.
+// batch of every case in turn, round r starting at case r mod the count
+// (BENCH_INTERLEAVE=fixed: always at the first). Interleaving puts the
+// library and the raw driver under the same conditions (clocks, caches,
+// driver state) in each round rather than one after the other.
 std::vector<CaseResult> run_interleaved(const std::vector<Case>& cases, size_t repeats,
                                         size_t batch, size_t warmup = 2);
 

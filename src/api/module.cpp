@@ -90,3 +90,13 @@ METRALE_API metrale_status_t metrale_module_register_host_params(
                      nparams);
   });
 }
+
+METRALE_API metrale_status_t metrale_kernel_native(metrale_context_t* ctx,
+                                                   metrale_kernel_t* kernel, void** native) {
+  return guarded([&] {
+    metrale_context* c = live(ctx);
+    require(native, "native");
+    const uint64_t f = c->kernel_native(kernel);
+    *native = reinterpret_cast<void*>(static_cast<uintptr_t>(f));
+  });
+}

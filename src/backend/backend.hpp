@@ -303,6 +303,14 @@ class Backend {
          "the host backend has no native stream: its streams run work in the caller's thread");
   }
 
+  // The driver's own function behind f, for calls the library does not wrap
+  // (cuFuncSetAttribute, cuLaunchKernelEx). UNSUPPORTED where there is none.
+  virtual uint64_t native_function(FuncHandle f) {
+    (void)f;
+    fail(METRALE_ERROR_UNSUPPORTED,
+         "the host backend has no native function: its kernels are C functions it calls itself");
+  }
+
   // --- faults -----------------------------------------------------------------
   // Checks whether the device context has a sticky fault (an illegal address,
   // say). Returns "" while healthy, else a message naming the fault. Never

@@ -24,7 +24,7 @@ void metrale_context::launch_packed_layout(metrale_kernel* k, metrale_dim3_t gri
     metrale::core::check_matches_kernel(kern->name, kern->params, offsets, sizes, nparams);
   }
   metrale::core::check_caller_layout(offsets, sizes, nparams, args_bytes);
-  launch_common(k, grid, block, shared, s, nullptr, args, args_bytes, true);
+  launch_packed(k, grid, block, shared, s, args, args_bytes);
 }
 
 void metrale_context::kernel_param_layout(metrale_kernel* k, size_t* offsets, size_t* sizes,
@@ -48,4 +48,9 @@ void metrale_context::kernel_param_layout(metrale_kernel* k, size_t* offsets, si
                                              std::to_string(n) + " parameters, cap is " +
                                              std::to_string(cap));
   }
+}
+
+uint64_t metrale_context::kernel_native(metrale_kernel* k) const {
+  fault_.check();
+  return backend_->native_function(kernel_of(k)->func);
 }

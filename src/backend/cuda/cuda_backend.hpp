@@ -126,6 +126,7 @@ class CudaBackend final : public Backend {
                        StreamHandle s) override;
   // A StreamHandle is the CUstream itself.
   uint64_t native_stream(StreamHandle s) override { return s; }
+  uint64_t native_function(FuncHandle f) override { return f; }
 
  private:
   // Makes the primary context current on the calling thread when it is not.

@@ -705,6 +705,11 @@ extern "C" {
         stream: *mut metrale_stream_t,
         native: *mut *mut c_void,
     ) -> metrale_status_t;
+    pub fn metrale_kernel_native(
+        ctx: *mut metrale_context_t,
+        kernel: *mut metrale_kernel_t,
+        native: *mut *mut c_void,
+    ) -> metrale_status_t;
     pub fn metrale_alloc_report_all(
         top_n: usize,
         min_mib: usize,
