@@ -44,6 +44,9 @@ metrale_context::metrale_context(const metrale_context_options_t& opts)
     : opts_(opts), trace_(opts.trace_capacity), audit_(opts.trace_capacity) {
   trace_on_.store(opts.launch_trace != 0);
   kernel_timing_.store(opts.kernel_timing != 0);
+  watch(kWatchTrace, opts.launch_trace != 0);
+  watch(kWatchTiming, opts.kernel_timing != 0);
+  watch(kWatchDebugSync, opts.debug_sync != 0);
   if (opts.checked_pointers != 0) bounds_ = std::make_unique<metrale::core::BoundsIndex>();
   if (opts.redzone_bytes > 0 && opts.quarantine_bytes > 0) {
     quarantine_ = std::make_unique<metrale::core::Quarantine>(opts.quarantine_bytes);

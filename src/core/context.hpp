@@ -186,6 +186,7 @@ struct metrale_context {
                             size_t nparams);
   void kernel_param_layout(metrale_kernel* k, size_t* offsets, size_t* sizes, size_t cap,
                            size_t* count);
+  uint64_t kernel_native(metrale_kernel* k) const;
 
   // --- streams, events, graphs (streams.cpp, events.cpp, graphs.cpp) ---
   metrale_stream* stream_create();
@@ -238,7 +239,10 @@ struct metrale_context {
   void launch_trace_enable(bool on);
   void launch_trace_read(metrale_trace_entry_t* out, size_t cap, size_t* count) const;
   void kernel_audit_read(metrale_kernel_audit_entry_t* out, size_t cap, size_t* count) const;
-  void kernel_timing_enable(bool on) { kernel_timing_.store(on); }
+  void kernel_timing_enable(bool on) {
+    kernel_timing_.store(on);
+    watch(kWatchTiming, on);
+  }
   void kernel_timings_read(metrale_kernel_timing_t* out, size_t cap, size_t* count);
 
  private:
@@ -341,6 +345,7 @@ struct metrale_context {
   bool stage_d2h(DevPtr src, void* dst, size_t bytes, metrale::core::StreamObj* st);
   void trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t b, uint64_t c);
   void fill_pads(const std::vector<metrale::backend::Range>& pads);
+  // launch and launch_packed's body (launch.cpp only: inlined there).
   void launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
                      uint32_t shared, metrale_stream* s, void** params, const void* args,
                      size_t args_bytes, bool packed);
@@ -597,6 +602,19 @@ struct metrale_context {
 
   metrale_context_options_t opts_;
   std::unique_ptr<metrale::backend::Backend> backend_;
+  // Whether a launch takes launch_observed (a bit each: debug_sync, the
+  // trace, kernel timing), in one byte beside backend_ and fault_, the fast
+  // launch's other reads: one cache line, where three flags far apart were
+  // three lines to fetch after the driver's own work evicted them.
+  static constexpr uint8_t kWatchDebugSync = 1, kWatchTrace = 2, kWatchTiming = 4;
+  std::atomic<uint8_t> launch_watch_{0};
+  void watch(uint8_t bit, bool on) {
+    if (on) {
+      launch_watch_.fetch_or(bit, std::memory_order_relaxed);
+    } else {
+      launch_watch_.fetch_and(static_cast<uint8_t>(~bit), std::memory_order_relaxed);
+    }
+  }
   metrale::core::FaultLatch fault_;
   metrale::core::InternTable strings_;
   metrale::core::Ledger ledger_;

@@ -25,10 +25,14 @@ class FaultLatch {
   }
   // Every device-touching entry starts here.
   void check() const {
-    if (lost()) fail(METRALE_ERROR_CONTEXT_LOST, "context lost: " + first());
+    if (lost()) [[unlikely]] refuse();
   }
 
  private:
+  // Out of line: the message is a string built on the cold path only.
+  [[noreturn, gnu::cold, gnu::noinline]] void refuse() const {
+    fail(METRALE_ERROR_CONTEXT_LOST, "context lost: " + first());
+  }
   std::atomic<bool> lost_{false};
   mutable std::mutex mutex_;
   std::string first_;

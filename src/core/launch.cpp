@@ -35,17 +35,6 @@ metrale::backend::Dim3 dim(const metrale_dim3_t& d) { return {d.x, d.y, d.z}; }
 
 }  // namespace
 
-void metrale_context::launch(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
-                             uint32_t shared, metrale_stream* s, void** params) {
-  launch_common(k, grid, block, shared, s, params, nullptr, 0, false);
-}
-
-void metrale_context::launch_packed(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
-                                    uint32_t shared, metrale_stream* s, const void* args,
-                                    size_t args_bytes) {
-  launch_common(k, grid, block, shared, s, nullptr, args, args_bytes, true);
-}
-
 metrale_trace_entry_t metrale_context::trace_launch(const metrale::core::KernelObj* k, metrale_dim3_t grid,
                                                     metrale_dim3_t block, uint32_t shared,
                                                     void** params, const void* args,
@@ -97,7 +86,7 @@ bool metrale_context::begin_timing(metrale::core::KernelObj* kern, metrale::core
 
 // Refuses args that do not fit the kernel's layout. Inline: the checks are
 // a few compares; the messages are built out of line, only on failure.
-void metrale_context::check_launch_args(const metrale::core::KernelObj* kern, void** params,
+[[gnu::always_inline]] inline void metrale_context::check_launch_args(const metrale::core::KernelObj* kern, void** params,
                                         const void* args, size_t args_bytes, bool packed) {
   const bool bad =
       packed ? ((args == nullptr && args_bytes > 0) ||
@@ -142,7 +131,14 @@ void metrale_context::fail_launch(const metrale::core::KernelObj* kern, const Er
 // The common case (no trace, no timing, no debug_sync) is the checks, the
 // backend call and one counter: no trace entry is built or zeroed, nothing is
 // locked. Anything on goes through launch_observed.
-void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
+//
+// Inlined into launch and launch_packed, which are hot (one section with the
+// API shims and the cuda backend's launch): each launch runs one short
+// stretch of contiguous code. The driver's launch evicts the CPU's
+// instruction cache, so every distinct 64-byte line of ours is fetched
+// again each time; on an H100 host that refetch was most of the library's
+// ~100 ns over a raw cuLaunchKernel (bench_launch, r19).
+[[gnu::always_inline]] inline void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metrale_dim3_t block,
                                     uint32_t shared, metrale_stream* s, void** params,
                                     const void* args, size_t args_bytes, bool packed) {
   fault_.check();
@@ -150,8 +146,7 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
   auto* st = stream_of(s);
   check_dims(grid, block);
   check_launch_args(kern, params, args, args_bytes, packed);
-  if (opts_.debug_sync != 0 || trace_on_.load(std::memory_order_relaxed) ||
-      kernel_timing_.load(std::memory_order_relaxed)) {
+  if (launch_watch_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
     launch_observed(kern, grid, block, shared, st, params, args, args_bytes, packed);
     return;
   }
@@ -167,6 +162,19 @@ void metrale_context::launch_common(metrale_kernel* k, metrale_dim3_t grid, metr
     fail_launch(kern, e);
   }
   counters_.launches.add();
+}
+
+[[gnu::hot]] void metrale_context::launch(metrale_kernel* k, metrale_dim3_t grid,
+                                          metrale_dim3_t block, uint32_t shared,
+                                          metrale_stream* s, void** params) {
+  launch_common(k, grid, block, shared, s, params, nullptr, 0, false);
+}
+
+[[gnu::hot]] void metrale_context::launch_packed(metrale_kernel* k, metrale_dim3_t grid,
+                                                 metrale_dim3_t block, uint32_t shared,
+                                                 metrale_stream* s, const void* args,
+                                                 size_t args_bytes) {
+  launch_common(k, grid, block, shared, s, nullptr, args, args_bytes, true);
 }
 
 // A launch with the trace, kernel timing or debug_sync on; handles and

@@ -169,7 +169,8 @@ class SlotTable {
     const uint32_t index = handle_id::slot_of(v);
     // The first chunk without locate()'s arithmetic: a process rarely holds
     // more than 16 contexts, and every API call looks its context up.
-    Loc l = index < (uint32_t{1} << kFirstBits) ? Loc{0, index} : locate(index);
+    Loc l = __builtin_expect(index < (uint32_t{1} << kFirstBits), 1) ? Loc{0, index}
+                                                                     : locate(index);
     Slot* chunk = chunks_[l.chunk].load(std::memory_order_acquire);
     if (chunk == nullptr) return nullptr;
     Slot* s = &chunk[l.offset];

@@ -18,6 +18,7 @@ void check_cap(size_t cap, size_t count, const char* what) {
 void metrale_context::launch_trace_enable(bool on) {
   if (on) trace_.clear();
   trace_on_.store(on);
+  watch(kWatchTrace, on);
 }
 
 void metrale_context::launch_trace_read(metrale_trace_entry_t* out, size_t cap,

@@ -91,7 +91,7 @@ bool CudaBackend::function_params(FuncHandle f, std::vector<ParamInfo>* out) {
 // current (test_driver_truth), so the retry is a net for drivers that do
 // not. The NULL stream means the current context's, so it always gets
 // make_current() first.
-CUresult CudaBackend::launch_current(CUfunction f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
+[[gnu::hot]] CUresult CudaBackend::launch_current(CUfunction f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
                                      StreamHandle s, void** params, void** extra) {
   if (s != 0) {
     const CUresult rc = api_.launchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
@@ -103,13 +103,13 @@ CUresult CudaBackend::launch_current(CUfunction f, Dim3 grid, Dim3 block, uint32
                            as_stream(s), params, extra);
 }
 
-void CudaBackend::launch(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
+[[gnu::hot]] void CudaBackend::launch(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
                          StreamHandle s, void** params) {
   check(launch_current(as_function(f), grid, block, shared_bytes, s, params, nullptr),
         "cuLaunchKernel");
 }
 
-void CudaBackend::launch_packed(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
+[[gnu::hot]] void CudaBackend::launch_packed(FuncHandle f, Dim3 grid, Dim3 block, uint32_t shared_bytes,
                                 StreamHandle s, const void* args, size_t args_bytes) {
   if (args_bytes == 0) {
     // A kernel without parameters: an empty argument buffer is not one the
