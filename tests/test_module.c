@@ -374,6 +374,12 @@ static void kernel_native_is_the_drivers_function(void** state) {
   MT_STATUS(metrale_kernel_native(ctx, NULL, &a), METRALE_ERROR_INVALID_ARGUMENT);
   MT_STATUS(metrale_kernel_native(ctx, (metrale_kernel_t*)(uintptr_t)0x1234, &a),
             METRALE_ERROR_INVALID_ARGUMENT);
+  /* Another context's kernel is not this context's. */
+  metrale_context_t* other = mt_open(NULL);
+  mt_load_kernels(other);
+  MT_STATUS(metrale_kernel_native(ctx, mt_kernel(other, "empty_kernel"), &a),
+            METRALE_ERROR_INVALID_ARGUMENT);
+  mt_close(other);
   if (mt_is_host(ctx)) {
     MT_STATUS(metrale_kernel_native(ctx, empty, &a), METRALE_ERROR_UNSUPPORTED);
     assert_non_null(strstr(metrale_last_error_message(), "host backend"));
