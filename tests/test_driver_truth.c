@@ -470,16 +470,17 @@ struct bare_launch {
   metrale_context_t* ctx;
   metrale_kernel_t* fill;
   metrale_stream_t* s;
+  metrale_event_t* ev;  /* recorded on s after the launches */
   metrale_devptr_t p;   /* 2 * 1024 u32 */
   void* lib;
   int other;            /* make a context of its own current first */
   int had_current;      /* what the thread had current before the launches */
-  metrale_status_t st[2];
+  metrale_status_t st[3];
 };
 
 /* A fresh thread, so no context is current, or one with a context of its
- * own current: metrale_launch and metrale_launch_packed are the thread's
- * first calls of the library. */
+ * own current: metrale_launch, metrale_launch_packed and
+ * metrale_event_record are the thread's first calls of the library. */
 static void* launch_on_bare_thread(void* arg) {
   struct bare_launch* a = arg;
   cu_ctx_get_current_fn get_current = (cu_ctx_get_current_fn)dlsym(a->lib, "cuCtxGetCurrent");
@@ -501,35 +502,44 @@ static void* launch_on_bare_thread(void* arg) {
     uint64_t n;
   } packed = {a->p + 1024 * sizeof(uint32_t), value + 0x100, 0, n};
   a->st[1] = metrale_launch_packed(a->ctx, a->fill, grid, block, 0, a->s, &packed, sizeof packed);
+  a->st[2] = metrale_event_record(a->ctx, a->ev, a->s);
   if (own != NULL && destroy != NULL) destroy(own);
   return NULL;
 }
 
-/* The cuda backend launches on a stream of its own without first asking
- * which context is current (a tenth of its cost per launch); a thread with
- * none, or with another one, still gets the kernel run in the library's.
+/* The cuda backend launches and records events on a stream of its own
+ * without first asking which context is current (a tenth of its cost per
+ * launch); a thread with none, or with another one, still gets the kernel
+ * run and the event recorded in the library's.
  * A driver fact the backend relies on: driver 580 (CUDA 13) takes such a
  * launch as is, so the backend's retry with its context made current is a
  * net this case does not reach there (its removal survived on an H100). */
-static void launch_works_whatever_context_is_current(void** state) {
+static void launch_and_record_work_whatever_context_is_current(void** state) {
   (void)state;
   void* lib = cuda_driver_or_skip("makes contexts current");
   metrale_context_t* ctx = mt_open(NULL);
   mt_load_kernels(ctx);
   metrale_stream_t* s = NULL;
   MT_OK(metrale_stream_create(ctx, &s));
+  metrale_event_t* ev = NULL;
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &ev));
   metrale_devptr_t p = 0;
   MT_OK(metrale_alloc(ctx, 2 * 1024 * sizeof(uint32_t), &p));
   for (int other = 0; other < 2; ++other) {
     MT_OK(metrale_memset(ctx, p, 0, 2 * 1024 * sizeof(uint32_t)));
-    struct bare_launch a = {ctx, mt_kernel(ctx, "fill_u32"), s, p, lib, other, -1, {-1, -1}};
+    struct bare_launch a = {ctx, mt_kernel(ctx, "fill_u32"), s, ev, p, lib, other, -1, {-1, -1, -1}};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, launch_on_bare_thread, &a), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(a.had_current, other);  /* the case this round is about */
     MT_OK(a.st[0]);
     MT_OK(a.st[1]);
-    MT_OK(metrale_stream_synchronize(ctx, s));
+    MT_OK(a.st[2]);
+    /* The event stands after both launches: once it passed, both ran. */
+    MT_OK(metrale_event_synchronize(ctx, ev));
+    int done = 0;
+    MT_OK(metrale_event_query(ctx, ev, &done));
+    assert_int_equal(done, 1);
     uint32_t* got = (uint32_t*)mt_read_device(ctx, p, 2 * 1024 * sizeof(uint32_t));
     for (int i = 0; i < 1024; ++i) {
       assert_int_equal(got[i], 0xC0DE0000u + (uint32_t)other);
@@ -539,6 +549,7 @@ static void launch_works_whatever_context_is_current(void** state) {
   }
   MT_OK(metrale_context_fault(ctx));
   MT_OK(metrale_free(ctx, p));
+  MT_OK(metrale_event_destroy(ctx, ev));
   MT_OK(metrale_stream_destroy(ctx, s));
   mt_close(ctx);
 }
@@ -625,7 +636,7 @@ int main(void) {
       cmocka_unit_test(memory_pinned_through_the_driver_counts),
       cmocka_unit_test(queries_leave_another_threads_global_capture_intact),
       cmocka_unit_test(plain_launch_errors_do_not_latch),
-      cmocka_unit_test(launch_works_whatever_context_is_current),
+      cmocka_unit_test(launch_and_record_work_whatever_context_is_current),
   };
   return MT_RUN(tests);
 }

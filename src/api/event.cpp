@@ -14,7 +14,7 @@ METRALE_API metrale_status_t metrale_event_create(metrale_context_t* ctx, unsign
   });
 }
 
-METRALE_API metrale_status_t metrale_event_record(metrale_context_t* ctx, metrale_event_t* event,
+METRALE_API __attribute__((hot)) metrale_status_t metrale_event_record(metrale_context_t* ctx, metrale_event_t* event,
                                                   metrale_stream_t* stream) {
   return guarded([&] { live(ctx)->event_record(event, stream); });
 }

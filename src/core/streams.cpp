@@ -129,7 +129,7 @@ metrale_event* metrale_context::event_create(unsigned flags) {
   return handle_from<metrale_event>(v);
 }
 
-void metrale_context::event_record(metrale_event* e, metrale_stream* s) {
+[[gnu::hot]] void metrale_context::event_record(metrale_event* e, metrale_stream* s) {
   fault_.check();
   EventObj* ev = event_of(e, "event");
   StreamObj* st = stream_of(s);

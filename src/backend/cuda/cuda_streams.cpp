@@ -97,7 +97,12 @@ void CudaBackend::event_destroy(EventHandle e) {
   if (rc != CUDA_SUCCESS && !is_teardown_noop(rc)) raise(rc, "cuEventDestroy_v2");
 }
 
-void CudaBackend::event_record(EventHandle e, StreamHandle s) {
+// As launch_current: on a stream of ours first as is, without the
+// cuCtxGetCurrent of make_current() (a refused record records nothing), and
+// made again with our context current only when the driver refuses it. The
+// NULL stream means the current context's, so it gets make_current() first.
+[[gnu::hot]] void CudaBackend::event_record(EventHandle e, StreamHandle s) {
+  if (s != 0 && api_.eventRecord(as_event(e), as_stream(s)) == CUDA_SUCCESS) return;
   make_current();
   check(api_.eventRecord(as_event(e), as_stream(s)), "cuEventRecord");
 }
