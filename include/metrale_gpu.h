@@ -1313,10 +1313,10 @@ metrale_status_t metrale_kernel_get_at(metrale_context_t* ctx, const char* modul
  *  on it) or the context is destroyed. A launch made with it is the
  *  caller's own: no counters, no trace, no timing, no argument checks.
  *  Attributes set on it apply to the library's launches of `kernel` too.
- *  Do not unload it. UNSUPPORTED on the host backend (its kernels are C
- *  functions); INVALID_ARGUMENT for a bad kernel or NULL native, NOT_FOUND
- *  for a kernel of an unloaded module; CONTEXT_LOST once lost.
- *  Thread-safe. */
+ *  Do not unload its module through the driver. UNSUPPORTED on the host
+ *  backend (its kernels are C functions); INVALID_ARGUMENT for a bad kernel
+ *  or NULL native, NOT_FOUND for a kernel of an unloaded module;
+ *  CONTEXT_LOST once lost. Thread-safe. */
 metrale_status_t metrale_kernel_native(metrale_context_t* ctx, metrale_kernel_t* kernel,
                                        void** native);
 
