@@ -308,7 +308,8 @@ class Backend {
   virtual uint64_t native_function(FuncHandle f) {
     (void)f;
     fail(METRALE_ERROR_UNSUPPORTED,
-         "the host backend has no native function: its kernels are C functions it calls itself");
+         "the host backend has no native function: its kernels are C functions it calls itself "
+         "(metrale_kernel_native answers on the cuda backend only)");
   }
 
   // --- faults -----------------------------------------------------------------

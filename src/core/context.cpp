@@ -42,8 +42,6 @@ std::unique_ptr<be::Backend> open_backend(const metrale_context_options_t& o) {
 
 metrale_context::metrale_context(const metrale_context_options_t& opts)
     : opts_(opts), trace_(opts.trace_capacity), audit_(opts.trace_capacity) {
-  trace_on_.store(opts.launch_trace != 0);
-  kernel_timing_.store(opts.kernel_timing != 0);
   watch(kWatchTrace, opts.launch_trace != 0);
   watch(kWatchTiming, opts.kernel_timing != 0);
   watch(kWatchDebugSync, opts.debug_sync != 0);

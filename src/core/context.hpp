@@ -240,7 +240,6 @@ struct metrale_context {
   void launch_trace_read(metrale_trace_entry_t* out, size_t cap, size_t* count) const;
   void kernel_audit_read(metrale_kernel_audit_entry_t* out, size_t cap, size_t* count) const;
   void kernel_timing_enable(bool on) {
-    kernel_timing_.store(on);
     watch(kWatchTiming, on);
   }
   void kernel_timings_read(metrale_kernel_timing_t* out, size_t cap, size_t* count);
@@ -602,10 +601,10 @@ struct metrale_context {
 
   metrale_context_options_t opts_;
   std::unique_ptr<metrale::backend::Backend> backend_;
-  // Whether a launch takes launch_observed (a bit each: debug_sync, the
-  // trace, kernel timing), in one byte beside backend_ and fault_, the fast
-  // launch's other reads: one cache line, where three flags far apart were
-  // three lines to fetch after the driver's own work evicted them.
+  // What a launch watches, a bit each: debug_sync, the launch trace, kernel
+  // timing. The bits are the settings themselves (no second copy to keep in
+  // step), in one byte beside backend_ and fault_, the fast launch's other
+  // reads: a launch with none set tests one byte on a line it reads anyway.
   static constexpr uint8_t kWatchDebugSync = 1, kWatchTrace = 2, kWatchTiming = 4;
   std::atomic<uint8_t> launch_watch_{0};
   void watch(uint8_t bit, bool on) {
@@ -614,6 +613,9 @@ struct metrale_context {
     } else {
       launch_watch_.fetch_and(static_cast<uint8_t>(~bit), std::memory_order_relaxed);
     }
+  }
+  bool watching(uint8_t bit) const {
+    return (launch_watch_.load(std::memory_order_relaxed) & bit) != 0;
   }
   metrale::core::FaultLatch fault_;
   metrale::core::InternTable strings_;
@@ -647,10 +649,8 @@ struct metrale_context {
   metrale_stream* default_stream_id_ = nullptr;         // its handle value
 
   metrale::core::Counters counters_;
-  std::atomic<bool> trace_on_{false};
   metrale::core::Ring<metrale_trace_entry_t> trace_;
   metrale::core::Ring<metrale_kernel_audit_entry_t> audit_;
-  std::atomic<bool> kernel_timing_{false};
   metrale::core::KernelTimer timer_;
   metrale::core::ScanFence scan_fence_;
   metrale::core::PadMirror pad_mirror_;  // red-zone scans' copy of the pad table

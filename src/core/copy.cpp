@@ -46,7 +46,7 @@ size_t span_2d(size_t pitch, size_t width, size_t height) {
 }  // namespace
 
 void metrale_context::trace_copy(metrale_trace_kind_t kind, uint64_t a, uint64_t b, uint64_t c) {
-  if (!trace_on_.load(std::memory_order_relaxed)) return;
+  if (!watching(kWatchTrace)) return;
   metrale_trace_entry_t t{};
   t.kind = kind;
   t.nargs = 3;

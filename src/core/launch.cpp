@@ -188,14 +188,14 @@ void metrale_context::launch_observed(metrale::core::KernelObj* kern, metrale_di
   }
   // The entry is built from the arguments as they are now, and pushed only
   // once the launch was taken: a failed launch leaves the trace as it was.
-  const bool traced = trace_on_.load(std::memory_order_relaxed);
+  const bool traced = watching(kWatchTrace);
   metrale_trace_entry_t entry{};
   if (traced) entry = trace_launch(kern, grid, block, shared, params, args, args_bytes, packed);
 
   // Timing events and the debug_sync wait cannot go into a capture: both are
   // skipped while the stream captures (a wait would fail after the launch
   // was recorded, breaking rule 1).
-  const bool want_timing = kernel_timing_.load(std::memory_order_relaxed);
+  const bool want_timing = watching(kWatchTiming);
   const bool in_capture = (want_timing || opts_.debug_sync != 0) && capturing(st);
   bool timed = false;
   EventHandle start = 0;

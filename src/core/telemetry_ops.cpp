@@ -17,7 +17,6 @@ void check_cap(size_t cap, size_t count, const char* what) {
 
 void metrale_context::launch_trace_enable(bool on) {
   if (on) trace_.clear();
-  trace_on_.store(on);
   watch(kWatchTrace, on);
 }
 
