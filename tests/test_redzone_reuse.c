@@ -226,6 +226,33 @@ static void intact_reuse_gets_no_fill(void** state) {
   mt_close(ctx);
 }
 
+/* A batch larger than the default: the whole batch comes back from its check
+ * at once, all of one size, and every block keeps its pattern record (the
+ * bins keep twice the batch), so the next round of the same size pays no
+ * fill. With the bins' usual cap the blocks past it coalesced in the free
+ * index, lost their record, and each was filled again. */
+static void a_large_batch_comes_back_without_fills(void** state) {
+  (void)state;
+  enum { kBatch = 2048 };
+  metrale_context_t* ctx = open_rz("2048");
+  if (ctx == NULL) skip();
+  static metrale_devptr_t p[kBatch];
+  for (int round = 0; round < 2; ++round) {
+    const metrale_pool_stats_t before = stats(ctx);
+    for (int i = 0; i < kBatch; ++i) MT_OK(metrale_alloc(ctx, 256, &p[i]));
+    const metrale_pool_stats_t mid = stats(ctx);
+    if (round == 1) {
+      /* Every block of the second round is one the check gave back. */
+      assert_int_equal(mid.pad_fills, before.pad_fills);
+      assert_int_equal(mid.pad_fills_skipped, before.pad_fills_skipped + kBatch);
+    }
+    for (int i = 0; i < kBatch; ++i) MT_OK(metrale_free(ctx, p[i]));
+    /* The last free met the batch bound: the check ran, nothing waits. */
+    assert_int_equal(stats(ctx).pads_pending, 0);
+  }
+  mt_close(ctx);
+}
+
 /* The same block (same 512-byte class) asked for with a size that puts the
  * pad below the checked range is filled again; a size whose pad still lies
  * inside the range is not. Either way the pad is the pattern. */
@@ -551,6 +578,7 @@ int main(void) {
       cmocka_unit_test(a_free_deferred_by_a_capture_keeps_its_site),
       cmocka_unit_test(an_async_free_names_its_site),
       cmocka_unit_test(intact_reuse_gets_no_fill),
+      cmocka_unit_test(a_large_batch_comes_back_without_fills),
       cmocka_unit_test(size_change_refills_only_outside_the_range),
       cmocka_unit_test(dirty_slack_costs_only_the_record),
       cmocka_unit_test(waiting_block_is_not_handed_out),

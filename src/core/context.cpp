@@ -72,6 +72,7 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
     // One lock for a pooled block and its ledger entry (rule 9).
     ctx->pool_ = std::make_unique<metrale::core::pool::CachingPool>(*ctx->chunk_source_,
                                                                      &ctx->ledger_.mutex());
+    ctx->pool_->set_checked_bin_cap(verify.count);
     if (opts.redzone_bytes > 0 && !ctx->quarantine_ && verify.reuse > 1) {
       ctx->reuse_owners_ = verify.reuse;
       ctx->owner_log_.reserve();

@@ -97,13 +97,21 @@ class CachingPool {
   }
   // METRALE_REDZONE_REUSE (pad_owners.hpp): where unchecked blocks go.
   void set_unchecked_sink(UncheckedSink* sink) { sink_ = sink; }
+  // How many blocks that carry a checked pattern (or wait unchecked) one
+  // bin keeps: twice the red-zone check's batch (a batch of one size comes
+  // back at once), at least ReuseBins::kMaxPerBinChecked. Before any use.
+  void set_checked_bin_cap(size_t batch) {
+    const size_t want = batch > (size_t{1} << 20) ? (size_t{1} << 21) : 2 * batch;
+    checked_bin_cap_ = static_cast<uint32_t>(
+        want > ReuseBins::kMaxPerBinChecked ? want : ReuseBins::kMaxPerBinChecked);
+  }
   // Caches the handed-out block b, used on its own stream only and with
   // b->owners naming its owners so far, in its stream's reuse bins with its
   // pattern record, unchecked. false, nothing changed: its bin is full (the
   // caller has its pad checked instead).
   bool bin_unchecked_held(Block* b) {
     StreamState& owner = state_for(b->stream);
-    if (!owner.bins().put(b, ReuseBins::kMaxPerBinChecked)) return false;
+    if (!owner.bins().put(b, checked_bin_cap_)) return false;
     release_counts(b);
     b->epoch = owner.next_epoch();
     return true;
@@ -220,13 +228,14 @@ class CachingPool {
   // would coalesce in the free index and lose their record, and every reuse
   // would pay a fill and a stream wait again. They were held back, not
   // reusable, while waiting for the check: binning them keeps no more.
-  static uint32_t bin_cap(const Block* b) {
-    return b->pattern.known() ? ReuseBins::kMaxPerBinChecked : ReuseBins::kMaxPerBin;
+  uint32_t bin_cap(const Block* b) const {
+    return b->pattern.known() ? checked_bin_cap_ : ReuseBins::kMaxPerBin;
   }
   void promote_pending(bool wait);
   size_t release_cached(size_t keep_bytes);
 
   ChunkSource& src_;
+  uint32_t checked_bin_cap_ = ReuseBins::kMaxPerBinChecked;
   mutable FastMutex own_mu_;
   FastMutex& mu_;  // own_mu_ or the caller's
   std::unordered_map<StreamId, std::unique_ptr<StreamState>> streams_;

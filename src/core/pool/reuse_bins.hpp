@@ -25,8 +25,8 @@ namespace metrale::core::pool {
 class ReuseBins {
  public:
   static constexpr uint32_t kMaxPerBin = 64;
-  // For blocks with a checked red-zone pattern (CachingPool::bin_cap): a
-  // whole batch of the red-zone check (256 by default) fits.
+  // For blocks with a checked red-zone pattern (CachingPool::bin_cap), at
+  // least: twice the default batch of the red-zone check fits.
   static constexpr uint32_t kMaxPerBinChecked = 512;
 
   // A binned block of exactly `size` bytes, nullptr when none.
