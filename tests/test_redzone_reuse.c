@@ -253,6 +253,29 @@ static void a_large_batch_comes_back_without_fills(void** state) {
   mt_close(ctx);
 }
 
+/* The documented default batch: 1024 freed padded blocks wait, and the
+ * 1024th free starts their check. */
+static void the_default_batch_is_1024_frees(void** state) {
+  (void)state;
+  enum { kBatch = 1024 };
+  /* The defaults, whatever the runner's environment says. */
+  unsetenv("METRALE_REDZONE_VERIFY_BATCH");
+  unsetenv("METRALE_REDZONE_VERIFY_BYTES");
+  unsetenv("METRALE_REDZONE_REUSE");
+  metrale_context_t* ctx = open_rz(NULL);
+  if (ctx == NULL) skip();
+  static metrale_devptr_t p[kBatch];
+  for (int i = 0; i < kBatch; ++i) MT_OK(metrale_alloc(ctx, 256, &p[i]));
+  const uint64_t checks = stats(ctx).pad_checks;
+  for (int i = 0; i < kBatch - 1; ++i) MT_OK(metrale_free(ctx, p[i]));
+  assert_int_equal(stats(ctx).pads_pending, kBatch - 1);
+  assert_int_equal(stats(ctx).pad_checks, checks);
+  MT_OK(metrale_free(ctx, p[kBatch - 1]));
+  assert_int_equal(stats(ctx).pads_pending, 0);
+  assert_int_equal(stats(ctx).pad_checks, checks + 1);
+  mt_close(ctx);
+}
+
 /* The same block (same 512-byte class) asked for with a size that puts the
  * pad below the checked range is filled again; a size whose pad still lies
  * inside the range is not. Either way the pad is the pattern. */
@@ -579,6 +602,7 @@ int main(void) {
       cmocka_unit_test(an_async_free_names_its_site),
       cmocka_unit_test(intact_reuse_gets_no_fill),
       cmocka_unit_test(a_large_batch_comes_back_without_fills),
+      cmocka_unit_test(the_default_batch_is_1024_frees),
       cmocka_unit_test(size_change_refills_only_outside_the_range),
       cmocka_unit_test(dirty_slack_costs_only_the_record),
       cmocka_unit_test(waiting_block_is_not_handed_out),

@@ -26,7 +26,7 @@ class ReuseBins {
  public:
   static constexpr uint32_t kMaxPerBin = 64;
   // For blocks with a checked red-zone pattern (CachingPool::bin_cap), at
-  // least: twice the default batch of the red-zone check fits.
+  // least (the bins of a batch of up to 256).
   static constexpr uint32_t kMaxPerBinChecked = 512;
 
   // A binned block of exactly `size` bytes, nullptr when none.
