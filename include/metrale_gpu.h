@@ -50,7 +50,7 @@
  *   METRALE_POOL=0|1                  caching pool for metrale_alloc (rule 9)
  *   METRALE_QUARANTINE=<bytes>        freed-block quarantine budget (red zones on)
  *   METRALE_REDZONE_VERIFY_BATCH=<n>  freed padded blocks checked per batch
- *                                     (default 1024; see "Freed pads")
+ *                                     (default 256; see "Freed pads")
  *   METRALE_REDZONE_VERIFY_BYTES=<bytes> block bytes that start a batch
  *                                     check (default 1 GiB)
  *   METRALE_REDZONE_VERIFY_ORDERED=0|1 batch checks queued in stream order
@@ -1051,7 +1051,7 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
  * slack after it, up to 4 KiB, which the library fills with the pattern
  * too: a write there is no pad overrun and is not reported, but the block
  * then keeps only its pad as checked). A check runs when
- * METRALE_REDZONE_VERIFY_BATCH blocks (default 1024) or
+ * METRALE_REDZONE_VERIFY_BATCH blocks (default 256) or
  * METRALE_REDZONE_VERIFY_BYTES block bytes (default 1 GiB) wait, and before
  * metrale_redzone_scan, metrale_pool_trim, the pool's out-of-memory retry
  * and metrale_context_destroy (0 for either knob: every free is checked at

@@ -253,11 +253,11 @@ static void a_large_batch_comes_back_without_fills(void** state) {
   mt_close(ctx);
 }
 
-/* The documented default batch: 1024 freed padded blocks wait, and the
- * 1024th free starts their check. */
-static void the_default_batch_is_1024_frees(void** state) {
+/* The documented default batch: 255 freed padded blocks wait, and the
+ * 256th free starts their check. */
+static void the_default_batch_is_256_frees(void** state) {
   (void)state;
-  enum { kBatch = 1024 };
+  enum { kBatch = 256 };
   /* The defaults, whatever the runner's environment says. */
   unsetenv("METRALE_REDZONE_VERIFY_BATCH");
   unsetenv("METRALE_REDZONE_VERIFY_BYTES");
@@ -602,7 +602,7 @@ int main(void) {
       cmocka_unit_test(an_async_free_names_its_site),
       cmocka_unit_test(intact_reuse_gets_no_fill),
       cmocka_unit_test(a_large_batch_comes_back_without_fills),
-      cmocka_unit_test(the_default_batch_is_1024_frees),
+      cmocka_unit_test(the_default_batch_is_256_frees),
       cmocka_unit_test(size_change_refills_only_outside_the_range),
       cmocka_unit_test(dirty_slack_costs_only_the_record),
       cmocka_unit_test(waiting_block_is_not_handed_out),

@@ -51,7 +51,7 @@ class PadVerifyQueue {
   // shared: the mutex guarding the list (nullptr: its own).
   explicit PadVerifyQueue(FastMutex* shared = nullptr) : mutex_(shared != nullptr ? *shared : own_) {}
   struct Limits {
-    size_t count = 1024;                   // METRALE_REDZONE_VERIFY_BATCH
+    size_t count = 256;                    // METRALE_REDZONE_VERIFY_BATCH
     size_t bytes = size_t{1} << 30;        // METRALE_REDZONE_VERIFY_BYTES
     bool ordered = true;                   // METRALE_REDZONE_VERIFY_ORDERED (0|1)
     size_t reuse = 1;                      // METRALE_REDZONE_REUSE: owners per check
