@@ -65,7 +65,7 @@ metrale_context_t* metrale_context::create(const metrale_context_options_t* give
   ctx->ordered_checks_ok_ = verify.ordered && verify.count > 1;
   ctx->backend_ = metrale::core::open_backend(opts);
   ctx->annotate_memory_ = ctx->backend_->mem_annotations_begin(nvtx);
-  ctx->modules_ = std::make_unique<metrale::core::Modules>(*ctx->backend_, ctx->strings_);
+  ctx->modules_.emplace(*ctx->backend_, ctx->strings_);
   if (opts.pool != 0) {
     ctx->chunk_source_ = std::make_unique<metrale::core::pool::BackendChunkSource>(
         *ctx->backend_, ctx->annotate_memory_);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -628,7 +629,9 @@ struct metrale_context {
       opts_.pinned_pool != 0 ? metrale::core::PinnedCache::kDefaultBudget : 0};
   std::mutex arenas_mutex_;
   std::unordered_map<DevPtr, size_t> arenas_;
-  std::unique_ptr<metrale::core::Modules> modules_;
+  // In place, not behind a pointer: a launch's kernel lookup is one load
+  // shorter (the chain after the driver's launch evicted our lines).
+  std::optional<metrale::core::Modules> modules_;
   metrale::core::SlotTable<metrale::core::StreamObj> streams_{"stream"};
   metrale::core::SlotTable<metrale::core::EventObj> events_{"event"};
   metrale::core::SlotTable<metrale::core::GraphObj> graphs_{"graph"};

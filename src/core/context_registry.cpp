@@ -16,8 +16,6 @@ namespace metrale::core {
 
 std::atomic<registry_detail::ContextTable*> registry_detail::g_table{nullptr};
 const std::atomic<uint64_t> registry_detail::kNoSerial{0};
-thread_local registry_detail::LastLookup registry_detail::t_last
-    __attribute__((tls_model("initial-exec"))) = {0, &registry_detail::kNoSerial, nullptr};
 
 metrale_context* registry_detail::find_context_slow(uint64_t handle) noexcept {
   const ContextTable* t = g_table.load(std::memory_order_acquire);

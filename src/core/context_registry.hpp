@@ -38,13 +38,16 @@ namespace registry_detail {
 // This thread's last successful lookup: confirmed by one load of the slot's
 // serial (SlotTable::find_cached), so a destroyed context is never returned.
 // Initial-exec TLS: one load off the thread pointer (see tags.hpp).
-struct LastLookup {
+struct alignas(32) LastLookup {  // one cache line
   uint64_t handle;
   const std::atomic<uint64_t>* serial;  // never nullptr (kNoSerial at first)
   metrale_context* ctx;
 };
 extern const std::atomic<uint64_t> kNoSerial;  // always 0: no handle matches
-extern thread_local LastLookup t_last __attribute__((tls_model("initial-exec")));
+// Inline with its constant initializer: no TLS init check per read
+// (thread_slot.hpp).
+inline thread_local LastLookup t_last __attribute__((tls_model("initial-exec"))) = {
+    0, &kNoSerial, nullptr};
 metrale_context* find_context_slow(uint64_t handle) noexcept;
 }  // namespace registry_detail
 

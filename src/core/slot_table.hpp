@@ -146,7 +146,10 @@ class SlotTable {
   }
 
  private:
-  struct Slot {
+  // A line each: the serial a lookup checks and the object's first fields
+  // (a kernel's stale flag and function, a stream's backend handle) come in
+  // one cache line, where 88-byte kernel slots straddled two.
+  struct alignas(64) Slot {
     std::atomic<uint64_t> serial{0};  // 0: dead or never used
     T obj;
   };

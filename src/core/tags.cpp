@@ -16,10 +16,6 @@ static_assert(kMaxBytes == METRALE_TAG_MAX_BYTES && kMaxDepth == METRALE_TAG_MAX
                   kMaxTags == METRALE_TAG_MAX_TAGS,
               "tags.hpp and the header name the same bounds");
 
-// The current tag apart from the stack, so current() is one plain load of
-// a trivially constructed thread-local (no guard, no constructor call).
-thread_local uint32_t detail::t_current __attribute__((tls_model("initial-exec"))) = 0;
-
 namespace {
 
 using detail::t_current;

@@ -17,8 +17,9 @@ namespace detail {
 // current()'s value. Initial-exec TLS: reading it is one load off the thread
 // pointer instead of a __tls_get_addr call (a shared library's default),
 // which was a tenth of a pooled alloc+free pair's ledger work. 4 bytes of
-// the static TLS surplus glibc keeps for dlopen'd libraries.
-extern thread_local uint32_t t_current __attribute__((tls_model("initial-exec")));
+// the static TLS surplus glibc keeps for dlopen'd libraries. Inline with
+// its initializer, so no read checks for a TLS init function (thread_slot.hpp).
+inline thread_local uint32_t t_current __attribute__((tls_model("initial-exec"))) = 0;
 }  // namespace detail
 
 // The innermost tag pushed on this thread (0: none). One thread-local load:

@@ -6,8 +6,6 @@
 
 namespace metrale::core::thread_slot_detail {
 
-thread_local uint32_t t_slot __attribute__((tls_model("initial-exec"))) = kUnset;
-
 namespace {
 
 std::mutex g_mutex;

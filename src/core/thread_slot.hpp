@@ -12,8 +12,10 @@ namespace metrale::core {
 
 namespace thread_slot_detail {
 constexpr uint32_t kUnset = ~uint32_t{0};
-// Initial-exec TLS: one load off the thread pointer (see tags.hpp).
-extern thread_local uint32_t t_slot __attribute__((tls_model("initial-exec")));
+// Initial-exec TLS: one load off the thread pointer (see tags.hpp). Inline
+// with its constant initializer in sight: no check for a TLS init function
+// per read, as an extern declaration needs (a load from the GOT each).
+inline thread_local uint32_t t_slot __attribute__((tls_model("initial-exec"))) = kUnset;
 uint32_t take() noexcept;
 }  // namespace thread_slot_detail
 
