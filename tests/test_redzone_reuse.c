@@ -575,6 +575,32 @@ static void byte_bound_starts_a_check(void** state) {
   mt_close(ctx);
 }
 
+/* A huge batch (2^31: twice it no longer fits the bins' 32-bit cap): the
+ * cap for checked blocks stays bounded and nonzero, blocks wait until the
+ * byte bound or a scan, and the scan checks and gives back every one with
+ * its record. */
+static void a_huge_batch_keeps_the_bins(void** state) {
+  (void)state;
+  enum { kBlocks = 600 };
+  metrale_context_t* ctx = open_rz("2147483648");
+  if (ctx == NULL) skip();
+  static metrale_devptr_t p[kBlocks];
+  for (int i = 0; i < kBlocks; ++i) MT_OK(metrale_alloc(ctx, 256, &p[i]));
+  for (int i = 0; i < kBlocks; ++i) MT_OK(metrale_free(ctx, p[i]));
+  assert_int_equal(stats(ctx).pads_pending, kBlocks);
+  metrale_redzone_violation_t v[1];
+  size_t n = 0;
+  MT_OK(metrale_redzone_scan(ctx, v, 1, &n));
+  assert_int_equal(n, 0);
+  assert_int_equal(stats(ctx).pads_pending, 0);
+  /* Every block came back with its record: the same size again, no fill. */
+  const metrale_pool_stats_t before = stats(ctx);
+  for (int i = 0; i < kBlocks; ++i) MT_OK(metrale_alloc(ctx, 256, &p[i]));
+  assert_int_equal(stats(ctx).pad_fills, before.pad_fills);
+  for (int i = 0; i < kBlocks; ++i) MT_OK(metrale_free(ctx, p[i]));
+  mt_close(ctx);
+}
+
 static void malformed_knob_fails_the_create(void** state) {
   (void)state;
   setenv("METRALE_REDZONE_VERIFY_BYTES", "12x", 1);
@@ -612,6 +638,7 @@ int main(void) {
       cmocka_unit_test(ordered_check_follows_the_freeing_stream),
       cmocka_unit_test(checks_follow_every_stream_of_a_batch),
       cmocka_unit_test(byte_bound_starts_a_check),
+      cmocka_unit_test(a_huge_batch_keeps_the_bins),
       cmocka_unit_test(malformed_knob_fails_the_create),
   };
   return MT_RUN(tests);
