@@ -226,6 +226,15 @@ static void intact_reuse_gets_no_fill(void** state) {
   mt_close(ctx);
 }
 
+/* n blocks of 256 B into p, then (free_all) back: the batch tests' rounds. */
+static void alloc_all(metrale_context_t* ctx, metrale_devptr_t* p, int n) {
+  for (int i = 0; i < n; ++i) MT_OK(metrale_alloc(ctx, 256, &p[i]));
+}
+
+static void free_all(metrale_context_t* ctx, const metrale_devptr_t* p, int n) {
+  for (int i = 0; i < n; ++i) MT_OK(metrale_free(ctx, p[i]));
+}
+
 /* A batch larger than the default: the whole batch comes back from its check
  * at once, all of one size, and every block keeps its pattern record (the
  * bins keep twice the batch), so the next round of the same size pays no
@@ -239,14 +248,14 @@ static void a_large_batch_comes_back_without_fills(void** state) {
   static metrale_devptr_t p[kBatch];
   for (int round = 0; round < 2; ++round) {
     const metrale_pool_stats_t before = stats(ctx);
-    for (int i = 0; i < kBatch; ++i) MT_OK(metrale_alloc(ctx, 256, &p[i]));
+    alloc_all(ctx, p, kBatch);
     const metrale_pool_stats_t mid = stats(ctx);
     if (round == 1) {
       /* Every block of the second round is one the check gave back. */
       assert_int_equal(mid.pad_fills, before.pad_fills);
       assert_int_equal(mid.pad_fills_skipped, before.pad_fills_skipped + kBatch);
     }
-    for (int i = 0; i < kBatch; ++i) MT_OK(metrale_free(ctx, p[i]));
+    free_all(ctx, p, kBatch);
     /* The last free met the batch bound: the check ran, nothing waits. */
     assert_int_equal(stats(ctx).pads_pending, 0);
   }
@@ -265,9 +274,9 @@ static void the_default_batch_is_256_frees(void** state) {
   metrale_context_t* ctx = open_rz(NULL);
   if (ctx == NULL) skip();
   static metrale_devptr_t p[kBatch];
-  for (int i = 0; i < kBatch; ++i) MT_OK(metrale_alloc(ctx, 256, &p[i]));
+  alloc_all(ctx, p, kBatch);
   const uint64_t checks = stats(ctx).pad_checks;
-  for (int i = 0; i < kBatch - 1; ++i) MT_OK(metrale_free(ctx, p[i]));
+  free_all(ctx, p, kBatch - 1);
   assert_int_equal(stats(ctx).pads_pending, kBatch - 1);
   assert_int_equal(stats(ctx).pad_checks, checks);
   MT_OK(metrale_free(ctx, p[kBatch - 1]));
@@ -585,8 +594,8 @@ static void a_huge_batch_keeps_the_bins(void** state) {
   metrale_context_t* ctx = open_rz("2147483648");
   if (ctx == NULL) skip();
   static metrale_devptr_t p[kBlocks];
-  for (int i = 0; i < kBlocks; ++i) MT_OK(metrale_alloc(ctx, 256, &p[i]));
-  for (int i = 0; i < kBlocks; ++i) MT_OK(metrale_free(ctx, p[i]));
+  alloc_all(ctx, p, kBlocks);
+  free_all(ctx, p, kBlocks);
   assert_int_equal(stats(ctx).pads_pending, kBlocks);
   metrale_redzone_violation_t v[1];
   size_t n = 0;
@@ -595,9 +604,9 @@ static void a_huge_batch_keeps_the_bins(void** state) {
   assert_int_equal(stats(ctx).pads_pending, 0);
   /* Every block came back with its record: the same size again, no fill. */
   const metrale_pool_stats_t before = stats(ctx);
-  for (int i = 0; i < kBlocks; ++i) MT_OK(metrale_alloc(ctx, 256, &p[i]));
+  alloc_all(ctx, p, kBlocks);
   assert_int_equal(stats(ctx).pad_fills, before.pad_fills);
-  for (int i = 0; i < kBlocks; ++i) MT_OK(metrale_free(ctx, p[i]));
+  free_all(ctx, p, kBlocks);
   mt_close(ctx);
 }
 

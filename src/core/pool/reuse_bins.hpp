@@ -25,8 +25,8 @@ namespace metrale::core::pool {
 class ReuseBins {
  public:
   static constexpr uint32_t kMaxPerBin = 64;
-  // For blocks with a checked red-zone pattern (CachingPool::bin_cap), at
-  // least (the bins of a batch of up to 256).
+  // The least a bin keeps of blocks with a checked red-zone pattern: the
+  // pool keeps twice the check's batch (CachingPool::set_checked_bin_cap).
   static constexpr uint32_t kMaxPerBinChecked = 512;
 
   // A binned block of exactly `size` bytes, nullptr when none.
