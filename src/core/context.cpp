@@ -130,6 +130,17 @@ void metrale_context::release_everything() noexcept {
       // Teardown frees what it can; the context is gone either way.
     }
   };
+  // Captures still open die with the context (below): closed first, as
+  // metrale_stream_destroy does, so that the frees they deferred (rule 9)
+  // and the sweep's reach the pool through the red-zone check. A wrapped
+  // stream's capture is its owner's.
+  if (captures_open_.load(std::memory_order_acquire) != 0) {
+    for (metrale::core::StreamObj* s : streams_.live()) {
+      if (!s->owns_backend || !s->capture_counted.load(std::memory_order_acquire)) continue;
+      quietly([&] { backend_->capture_abort(s->handle); });
+      note_capture_closed(s);
+    }
+  }
   quietly([&] { sweep(); });
   // Every padded block freed so far (the sweep's too, and those reused
   // unchecked) is checked and goes back to the pool before it is
