@@ -963,7 +963,10 @@ metrale_status_t metrale_alloc_report(metrale_context_t* ctx, size_t top_n, size
  *  entry taken off the ledger, so the counters stay exact (rule 4). A
  *  pooled block that an open capture still uses (its stream's, or a stream
  *  it was marked on with metrale_record_stream) leaves the ledger at once
- *  and goes back to the pool when that capture closes (rule 9). */
+ *  and goes back to the pool when that capture closes (rule 9). A red-zone
+ *  or quarantine report on a block the sweep freed (this call's or the
+ *  destroy's) names "<metrale_sweep_unreleased>", line 0, as the site
+ *  that freed it. */
 metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count);
 
 /* ------------------------------------------------------------------ */
@@ -1132,7 +1135,8 @@ typedef struct metrale_use_after_free {
   uint64_t seq;
   const char* alloc_file;    /* where it was allocated (valid until context destroy) */
   int alloc_line;
-  const char* free_file;     /* where it was freed ("<unknown>" when the free gave none) */
+  const char* free_file;     /* where it was freed ("<unknown>" when the free gave none,
+                                "<metrale_sweep_unreleased>" when a sweep freed it) */
   int free_line;
   size_t first_bad_offset;   /* from ptr, within its `bytes` (the pad is the
                                 red-zone scan's) */

@@ -1,7 +1,8 @@
 /* Red zones on pooled blocks at metrale_context_destroy: every padded block
  * freed before the destroy has its pad checked and an overrun logged with
  * the site that allocated it and the site that freed it, also a block whose
- * free a capture still open at the destroy had deferred (rule 9). */
+ * free a capture still open at the destroy had deferred (rule 9), and a
+ * block the sweep freed, which names the sweep as its freeing site. */
 #include "freed_pads.h"
 
 /* A capture left open at the destroy: the block freed on the capturing
@@ -46,10 +47,30 @@ static void destroy_checks_blocks_freed_in_a_default_stream_capture(void** state
   assert_non_null(strstr(g_logged, "free_site.c:44"));
 }
 
+/* A block the sweep frees names the sweep as the site that freed it. */
+static void a_swept_block_names_the_sweep_as_its_free_site(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_padded(64, NULL, NULL, NULL);
+  if (ctx == NULL) skip();
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc_at(ctx, 1000, "alloc_site.c", 55, &p));
+  smash(ctx, p, 1000, 7);
+  size_t swept = 0;
+  start_capture();
+  MT_OK(metrale_sweep_unreleased(ctx, &swept));
+  assert_int_equal(swept, 1);
+  mt_close(ctx);
+  stop_capture();
+  assert_int_equal(g_lines, 1);
+  assert_non_null(strstr(g_logged, "alloc_site.c:55"));
+  assert_non_null(strstr(g_logged, "<metrale_sweep_unreleased>"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(destroy_checks_blocks_freed_in_an_open_capture),
       cmocka_unit_test(destroy_checks_blocks_freed_in_a_default_stream_capture),
+      cmocka_unit_test(a_swept_block_names_the_sweep_as_its_free_site),
   };
   return MT_RUN(tests);
 }

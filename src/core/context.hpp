@@ -487,7 +487,7 @@ struct metrale_context {
   StreamHandle capturing_user_held(const metrale::core::LedgerEntry& e, StreamHandle on);
   // For a free that cannot be refused (a sweep): queues it until that
   // capture closes, as a deferred free; false when none captures.
-  bool defer_while_captured(DevPtr ptr, const metrale::core::LedgerEntry& e);
+  bool defer_while_captured(DevPtr ptr, const metrale::core::LedgerEntry& e, const char* file);
   // Red-zone pad of a new pooled block: stream-ordered on st, or, while st
   // captures, filled at once and never recorded (rule 3).
   void fill_pooled_pad(DevPtr pad, size_t bytes, metrale::core::StreamObj* st, bool cap,

@@ -84,12 +84,13 @@ metrale_context::StreamHandle metrale_context::capturing_user_held(
   return pool_->capturing_use_of(e.block);
 }
 
-bool metrale_context::defer_while_captured(DevPtr ptr, const metrale::core::LedgerEntry& e) {
+bool metrale_context::defer_while_captured(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                                           const char* file) {
   if (e.block == nullptr || captures_open_.load(std::memory_order_acquire) == 0) return false;
   // Checked and queued under one lock, as in release_deferred.
   std::lock_guard<std::mutex> lock(deferred_mutex_);
   const StreamHandle busy = capturing_user_held(e, 0);
   if (busy == 0) return false;
-  deferred_.push_back(DeferredFree{ptr, e, 0, busy});
+  deferred_.push_back(DeferredFree{ptr, e, 0, busy, file, 0});
   return true;
 }

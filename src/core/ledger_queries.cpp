@@ -51,6 +51,9 @@ void metrale_context::alloc_report(size_t top_n, size_t min_mib, char* buf, size
 // counted (a concurrent free of the same pointer wins or loses as a whole),
 // and bytes and sites come from the removed entry, not from the snapshot: an
 // address freed and allocated again since then is another allocation.
+// The free site of what the sweep frees, as reports name it.
+constexpr const char* kSweepSite = "<metrale_sweep_unreleased>";
+
 size_t metrale_context::sweep() {
   auto entries = ledger_.by_seq();
   struct Tally {
@@ -76,7 +79,9 @@ size_t metrale_context::sweep() {
     // On a lost context the free may fail too; the entry is gone either way.
     try {
       // A block a capture still uses goes back once it closes (rule 9).
-      if (!defer_while_captured(ptr, taken)) release_memory(ptr, taken);
+      if (!defer_while_captured(ptr, taken, kSweepSite)) {
+        release_memory(ptr, taken, 0, kSweepSite, 0);
+      }
     } catch (const std::exception& ex) {
       metrale::core::log().debug("sweep: freeing {} failed: {}", metrale::core::hex(ptr),
                                  ex.what());
