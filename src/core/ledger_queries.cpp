@@ -47,13 +47,13 @@ void metrale_context::alloc_report(size_t top_n, size_t min_mib, char* buf, size
                              buflen, needed);
 }
 
+// The free site of what the sweep frees, as reports name it.
+constexpr const char* kSweepSite = "<metrale_sweep_unreleased>";
+
 // Exact under concurrent free and alloc: only what take() removed is
 // counted (a concurrent free of the same pointer wins or loses as a whole),
 // and bytes and sites come from the removed entry, not from the snapshot: an
 // address freed and allocated again since then is another allocation.
-// The free site of what the sweep frees, as reports name it.
-constexpr const char* kSweepSite = "<metrale_sweep_unreleased>";
-
 size_t metrale_context::sweep() {
   auto entries = ledger_.by_seq();
   struct Tally {
