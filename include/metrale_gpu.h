@@ -56,9 +56,9 @@
  *   METRALE_REDZONE_VERIFY_ORDERED=0|1 batch checks queued in stream order
  *                                     (default 1; see "Freed pads")
  *   METRALE_REDZONE_REUSE=<n>         up to n owners of a pooled block share
- *                                     one check of its pad (1 .. 16; default
- *                                     1: every free is checked; see "Freed
- *                                     pads")
+ *                                     one check of its pad (0 .. 16; default
+ *                                     1; 0 and 1: every free is checked; see
+ *                                     "Freed pads")
  *   METRALE_STAGING_THRESHOLD=<bytes> pageable copies this large use staging (0 = off)
  *   METRALE_STAGING_BUFFER=<bytes>    bytes of one staging buffer
  *   METRALE_STAGING_BUFFERS=<n>       staging buffers in the ring (>= 2)
@@ -466,11 +466,19 @@ typedef struct metrale_redzone_violation {
   uint64_t seq;
   const char* file;          /* its allocation site (valid until context destroy) */
   int line;
-  size_t first_bad_offset;   /* from the end of the buffer: 0 = the byte at ptr+bytes */
+  size_t first_bad_offset;   /* from the end of the buffer: 0 = the byte at ptr+bytes;
+                                METRALE_REDZONE_OFFSET_UNKNOWN: see there */
   size_t bad_bytes;          /* how many pad bytes differ from the pattern */
   uint8_t expected;          /* the pattern byte (METRALE_REDZONE_PATTERN) */
-  uint8_t found;             /* what the first bad byte holds */
+  uint8_t found;             /* what the first bad byte holds (0 when unknown) */
 } metrale_redzone_violation_t;
+
+/** first_bad_offset of a violation (and of a metrale_use_after_free_t)
+ *  whose bad bytes were counted but were gone when the library read the
+ *  bytes back to name the first: something rewrote them in between (a
+ *  metrale_redzone_poison on another thread refilling the pad). bad_bytes
+ *  is then what the count saw and found is 0: no look saw that byte. */
+#define METRALE_REDZONE_OFFSET_UNKNOWN ((size_t)-1)
 
 /** The byte that red-zone pads are filled with. */
 #define METRALE_REDZONE_PATTERN 0xA5u
@@ -964,9 +972,11 @@ metrale_status_t metrale_alloc_report(metrale_context_t* ctx, size_t top_n, size
  *  pooled block that an open capture still uses (its stream's, or a stream
  *  it was marked on with metrale_record_stream) leaves the ledger at once
  *  and goes back to the pool when that capture closes (rule 9). A red-zone
- *  or quarantine report on a block the sweep freed (this call's or the
- *  destroy's) names "<metrale_sweep_unreleased>", line 0, as the site
- *  that freed it. */
+ *  report on a block the sweep freed (this call's or the destroy's) names
+ *  "<metrale_sweep_unreleased>", line 0, as the site that freed it. The
+ *  sweep's blocks skip the quarantine (only metrale_free and
+ *  metrale_free_async quarantine): they go straight to the red-zone check
+ *  and the pool. */
 metrale_status_t metrale_sweep_unreleased(metrale_context_t* ctx, size_t* count);
 
 /* ------------------------------------------------------------------ */
@@ -1135,11 +1145,12 @@ typedef struct metrale_use_after_free {
   uint64_t seq;
   const char* alloc_file;    /* where it was allocated (valid until context destroy) */
   int alloc_line;
-  const char* free_file;     /* where it was freed ("<unknown>" when the free gave none,
-                                "<metrale_sweep_unreleased>" when a sweep freed it) */
+  const char* free_file;     /* where it was freed ("<unknown>" when the free gave none) */
   int free_line;
   size_t first_bad_offset;   /* from ptr, within its `bytes` (the pad is the
-                                red-zone scan's) */
+                                red-zone scan's); METRALE_REDZONE_OFFSET_UNKNOWN
+                                when the bytes changed back before they
+                                could be read (found is 0 then) */
   size_t bad_bytes;          /* bytes that differ from METRALE_QUARANTINE_PATTERN */
   uint8_t found;             /* what the first bad byte holds */
 } metrale_use_after_free_t;

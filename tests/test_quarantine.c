@@ -244,6 +244,32 @@ static void an_overrun_before_a_quarantined_free_is_reported_once(void** state) 
   mt_close(ctx);
 }
 
+static char g_errors[4096];
+static void keep_errors(metrale_log_level_t level, const char* msg, void* user) {
+  (void)user;
+  if (level < METRALE_LOG_ERROR) return;
+  strncat(g_errors, msg, sizeof g_errors - strlen(g_errors) - 2);
+  strcat(g_errors, "\n");
+}
+
+/* A write after free that no scan saw before the destroy: the destroy
+ * logs it with both sites before the quarantine lets the block go. */
+static void the_destroy_reports_writes_no_scan_saw(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_quarantine(1u << 20);
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc_at(ctx, 1024, "q_alloc.c", 5, &p));
+  MT_OK(metrale_free_at(ctx, p, "q_free.c", 6));
+  MT_OK(mt_fill_u32(ctx, NULL, p, 0x01020304u, 4));
+  g_errors[0] = '\0';
+  MT_OK(metrale_log_set_callback(keep_errors, NULL));
+  mt_close(ctx);
+  MT_OK(metrale_log_set_callback(NULL, NULL));
+  assert_non_null(strstr(g_errors, "written after its free (found at the context's destroy)"));
+  assert_non_null(strstr(g_errors, "allocated at q_alloc.c:5, freed at q_free.c:6"));
+  assert_non_null(strstr(g_errors, "16 bytes changed, the first at offset 0 of the buffer"));
+}
+
 /* The same overrun with no scan while the block is quarantined: its pad
  * check, when the block leaves the quarantine, reports it with the site
  * that freed it (pool on: raw allocations get no check at their free). */
@@ -277,6 +303,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(freed_blocks_are_held_back),
       cmocka_unit_test(a_write_after_free_names_both_sites),
+      cmocka_unit_test(the_destroy_reports_writes_no_scan_saw),
       cmocka_unit_test(the_budget_pushes_out_the_oldest),
       cmocka_unit_test(off_without_red_zones_or_budget),
       cmocka_unit_test(the_0_1_free_has_no_site),

@@ -238,6 +238,57 @@ static void capture_sends_unchecked_blocks_to_their_check(void** state) {
   mt_close(ctx);
 }
 
+/* The last owner's free takes the long way (a capture open on another
+ * stream; the sweep): its check still names the earlier owners, and the
+ * finding turns the reuse off. */
+static void long_way_frees_name_the_earlier_owners(void** state) {
+  (void)state;
+  for (int sweep = 0; sweep <= 1; ++sweep) {
+    metrale_context_t* ctx = open_reuse("8", "1");
+    if (ctx == NULL) skip();
+    metrale_stream_t* other = NULL;
+    MT_OK(metrale_stream_create(ctx, &other));
+    metrale_devptr_t first = 0, p = 0;
+    MT_OK(metrale_alloc_at(ctx, 700, "own.c", 1, &first));
+    smash(ctx, first, 700, 2);
+    MT_OK(metrale_free_at(ctx, first, "fr.c", 11));
+    MT_OK(metrale_alloc_at(ctx, 700, "own.c", 2, &p));
+    assert_int_equal(p, first);
+    MT_OK(metrale_free_at(ctx, p, "fr.c", 12));
+    MT_OK(metrale_alloc_at(ctx, 700, "own.c", 3, &p));
+    assert_int_equal(p, first);
+    start_capture();
+    if (sweep) {
+      size_t swept = 0;
+      MT_OK(metrale_sweep_unreleased(ctx, &swept));
+      assert_int_equal(swept, 1);
+    } else {
+      MT_OK(metrale_graph_begin_capture(ctx, other));
+      MT_OK(metrale_free_at(ctx, p, "fr.c", 13));
+      MT_OK(metrale_graph_abort_capture(ctx, other));
+    }
+    metrale_redzone_violation_t v[2];
+    size_t n = 0;
+    MT_STATUS(metrale_redzone_scan(ctx, v, 2, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+    stop_capture();
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].line, 3);
+    assert_int_equal(g_lines, 1);
+    assert_non_null(strstr(g_logged, sweep ? "freed at <metrale_sweep_unreleased>"
+                                           : "freed at fr.c:13"));
+    assert_non_null(strstr(g_logged, "one of the 2 earlier allocations"));
+    assert_non_null(strstr(g_logged, "from own.c:1 freed at fr.c:11"));
+    MT_MESSAGE_HAS("from own.c:2 freed at fr.c:12");
+    /* Off now: a free of the same size is checked at once. */
+    const uint64_t checked = stats(ctx).pads_checked;
+    MT_OK(metrale_alloc(ctx, 700, &p));
+    MT_OK(metrale_free(ctx, p));
+    assert_int_equal(stats(ctx).pads_checked, checked + 1);
+    MT_OK(metrale_stream_destroy(ctx, other));
+    mt_close(ctx);
+  }
+}
+
 /* The out-of-memory retry checks the unchecked blocks before it gives the
  * cache back, another stream's too: the overrun of one freed before the
  * failed call is reported. */
@@ -369,6 +420,7 @@ int main(void) {
       cmocka_unit_test(foreign_stream_and_marked_frees_wait_for_their_check),
       cmocka_unit_test(stream_destroy_checks_its_unchecked_blocks),
       cmocka_unit_test(capture_sends_unchecked_blocks_to_their_check),
+      cmocka_unit_test(long_way_frees_name_the_earlier_owners),
       cmocka_unit_test(oom_retry_checks_unchecked_blocks),
       cmocka_unit_test(trim_and_destroy_check_unchecked_blocks),
       cmocka_unit_test(threads_reuse_without_false_reports),

@@ -142,9 +142,11 @@ void metrale_context::release_everything() noexcept {
     }
   }
   quietly([&] { sweep(); });
-  // Every padded block freed so far (the sweep's too, and those reused
-  // unchecked) is checked and goes back to the pool before it is
-  // destroyed; overwritten pads are logged.
+  quietly([&] { check_quarantine_at_destroy(); });  // writes after free, logged
+  if (quarantine_) release_quarantined(quarantine_->drain());
+  // Every padded block freed so far (the sweep's and the quarantine's too,
+  // and those reused unchecked) is checked and goes back to the pool
+  // before it is destroyed; overwritten pads are logged.
   quietly([&] { flush_unchecked_pads(); });
   verify_freed_pads(true);
   {
@@ -154,7 +156,6 @@ void metrale_context::release_everything() noexcept {
     run_retirements_locked();
   }
   quietly([&] { event_log_.close(); });  // after the sweep's frees; flushes the file
-  if (quarantine_) release_quarantined(quarantine_->drain());
   if (backend_) staging_.release(*backend_);  // its DMAs finish before its streams go
   // The tables die with the context: no handle of it is found after this.
   for (metrale::core::GraphObj* g : graphs_.live()) {

@@ -396,6 +396,10 @@ struct metrale_context {
   // pads of quarantined blocks (not reported before), for the red-zone scan.
   std::vector<metrale_use_after_free_t> find_use_after_free(
       std::vector<metrale_redzone_violation_t>* pads = nullptr);
+  // At the destroy, before the quarantine empties: writes into quarantined
+  // buffers logged at error level (and to the event log), as a scan would.
+  void check_quarantine_at_destroy();
+  static std::string use_after_free_text(const metrale_use_after_free_t& u);
   template <class ReadBack>
   void quarantined_pads(const std::vector<metrale::core::QuarantinedBlock>& held,
                         ReadBack& read_back, std::vector<uint8_t>* bytes,
@@ -522,6 +526,9 @@ struct metrale_context {
   bool chain_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
                             metrale::core::StreamObj* st, const char* file, int line) noexcept;
   bool queue_unchecked_held(metrale::core::pool::Block* b) noexcept;
+  // A freed block's check queued as p, by whichever path: the owners that
+  // shared b's pad unchecked move to p, so that its report names them too.
+  void take_earlier_owners_held(metrale::core::pool::Block* b, metrale::core::PendingPad* p) noexcept;
   // Every unchecked block to the check list (a scan, a trim, an OOM retry,
   // teardown); the lock not held.
   void flush_unchecked_pads();

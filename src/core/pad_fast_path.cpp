@@ -171,12 +171,7 @@ bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::Ledg
   } catch (...) {
     return false;  // nothing queued: the caller's general path frees it
   }
-  if (b->unchecked()) {
-    // Owners that shared this pad unchecked: this check names them too.
-    p->earlier_count = b->owners->count;
-    p->earlier_at = owner_log_.append(b->owners->owner, b->owners->count);
-    b->owners->count = 0;
-  }
+  take_earlier_owners_held(b, p);
   p->ptr = ptr;
   p->entry = e;
   p->free_site = free_site;

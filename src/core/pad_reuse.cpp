@@ -93,6 +93,13 @@ bool metrale_context::queue_unchecked_held(Block* b) noexcept {
   return true;
 }
 
+void metrale_context::take_earlier_owners_held(Block* b, PendingPad* p) noexcept {
+  if (!b->unchecked()) return;
+  p->earlier_count = b->owners->count;
+  p->earlier_at = owner_log_.append(b->owners->owner, b->owners->count);
+  b->owners->count = 0;
+}
+
 void metrale_context::flush_unchecked_pads() {
   if (reuse_owners_ <= 1 || !pool_) return;
   pool_->flush_unchecked();

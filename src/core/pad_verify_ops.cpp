@@ -56,18 +56,29 @@ void metrale_context::prepare_pooled_pad(Block* b, size_t bytes, size_t pad,
 bool metrale_context::hold_for_verify(DevPtr ptr, const metrale::core::LedgerEntry& e,
                                       StreamHandle on, const char* file, int line) {
   if (e.pad == 0 || e.block == nullptr || pool_ == nullptr) return false;
-  PendingPad p;
-  p.ptr = ptr;
-  p.entry = e;
-  p.free_site = ledger_.intern_site(file != nullptr ? file : "<unknown>", line);
-  p.stream = on;
-  // Allocated, off the ledger, ours: nobody else reads or writes the block.
-  const Block* b = e.block;
+  // Allocated, off the ledger, ours: nobody else reads or writes the block
+  // (its owners record is the ledger's lock's, as the list is).
+  Block* b = e.block;
   const bool filled = b->pattern.from == e.bytes && b->pattern.covers(e.bytes, e.bytes + e.pad);
-  p.check_from = e.bytes;
-  p.check_to = filled ? b->pattern.to : e.bytes + e.pad;
-  p.held_bytes = b->size;
-  if (pad_verify_.add(p)) verify_freed_pads(false);
+  bool run_pass = false;
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+    const uint32_t free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
+    PendingPad& p = pad_verify_.emplace_held();  // may throw: nothing queued
+    p.ptr = ptr;
+    p.entry = e;
+    p.free_site = free_site;
+    p.stream = on;
+    p.check_from = e.bytes;
+    p.check_to = filled ? b->pattern.to : e.bytes + e.pad;
+    p.held_bytes = b->size;
+    // Owners that shared the pad unchecked (METRALE_REDZONE_REUSE), also
+    // when this free came the long way (a sweep, a capture open, the
+    // quarantine): the check names them.
+    take_earlier_owners_held(b, &p);
+    run_pass = pad_verify_.commit_held();
+  }
+  if (run_pass) verify_freed_pads(false);
   return true;
 }
 

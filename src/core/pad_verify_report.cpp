@@ -2,13 +2,13 @@
 // (pad_verify_ops.cpp): the overwritten pad read back, the message with both
 // sites and the tag, the log line, the event log, and the list the next
 // metrale_redzone_scan reports.
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/context.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
+#include "core/pattern_diff.hpp"
 #include "core/tags.hpp"
 
 using metrale::core::PendingPad;
@@ -42,18 +42,9 @@ metrale_context::FreedPadReport metrale_context::describe_freed_pad(const Pendin
     backend_->copy_d2h_async(bytes.data(), p.ptr + p.check_from, bytes.size(), h);
   });
   sync(h, "red-zone check of freed blocks");
-  bool first = true;
-  size_t n = 0;
-  for (size_t off = 0; off < bytes.size(); ++off) {
-    if (bytes[off] == METRALE_REDZONE_PATTERN) continue;
-    if (first) {
-      v.first_bad_offset = off;
-      v.found = bytes[off];
-      first = false;
-    }
-    ++n;
-  }
-  if (!first) v.bad_bytes = n;
+  v.bad_bytes = metrale::core::describe_difference(bytes.data(), bytes.size(),
+                                                   METRALE_REDZONE_PATTERN, counted,
+                                                   &v.first_bad_offset, &v.found);
   return r;
 }
 
@@ -76,17 +67,14 @@ void metrale_context::report_freed_pads(const std::vector<FreedPadReport>& repor
 
 std::string metrale_context::freed_pad_message(const FreedPadReport& r) {
   const metrale_redzone_violation_t& v = r.v;
-  char found[8], expected[8];
-  std::snprintf(found, sizeof found, "0x%02x", v.found);
-  std::snprintf(expected, sizeof expected, "0x%02x", v.expected);
   return "red-zone pad overwritten before its free: " + metrale::core::hex(v.ptr) + " (" +
          std::to_string(v.bytes) + " bytes, seq " + std::to_string(v.seq) +
          (r.tag != nullptr ? ", tag " + std::string(r.tag) : "") + "), allocated at " +
          metrale::core::site_text(v.file, v.line) + ", freed at " +
          metrale::core::site_text(r.free_file, r.free_line) + ": " +
-         std::to_string(v.bad_bytes) + " bad bytes, the first at offset " +
-         std::to_string(v.first_bad_offset) + " past the end (expected " + expected + ", found " +
-         found + ")" + (r.earlier.empty() ? std::string() : "; written by it " + r.earlier);
+         std::to_string(v.bad_bytes) + " bad bytes, " +
+         metrale::core::first_bad_text(v.first_bad_offset, " past the end", v.expected, v.found) +
+         (r.earlier.empty() ? std::string() : "; written by it " + r.earlier);
 }
 
 std::vector<metrale_context::FreedPadReport> metrale_context::take_freed_reports() {

@@ -2,34 +2,16 @@
 // blocks, releasing what the budget pushes out, and the scan that finds
 // writes into them (a kernel using a pointer after its free).
 #include <algorithm>
-#include <cstdio>
 
 #include "core/context.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
+#include "core/pattern_diff.hpp"
 
 using metrale::Error;
 using metrale::fail;
 using metrale::backend::Range;
 using metrale::core::QuarantinedBlock;
-
-namespace {
-
-// Bytes of `read` other than `pattern`; the first one's offset and value.
-size_t differing(const std::vector<uint8_t>& read, uint8_t pattern, size_t* first_offset,
-                 uint8_t* first_value) {
-  size_t n = 0;
-  for (size_t off = 0; off < read.size(); ++off) {
-    if (read[off] == pattern) continue;
-    if (n++ == 0) {
-      *first_offset = off;
-      *first_value = read[off];
-    }
-  }
-  return n;
-}
-
-}  // namespace
 
 void metrale_context::quarantine_block(DevPtr ptr, const metrale::core::LedgerEntry& e,
                                        StreamHandle on, const char* file, int line) {
@@ -122,8 +104,9 @@ std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free(
     u.alloc_line = ledger_.site_line(q.entry.site);
     u.free_file = ledger_.site_file(q.free_site);
     u.free_line = ledger_.site_line(q.free_site);
-    u.bad_bytes = differing(bytes, METRALE_QUARANTINE_PATTERN, &u.first_bad_offset, &u.found);
-    if (u.bad_bytes == 0) u.bad_bytes = mismatches[i];  // changed back between the two looks
+    u.bad_bytes = metrale::core::describe_difference(bytes.data(), bytes.size(),
+                                                     METRALE_QUARANTINE_PATTERN, mismatches[i],
+                                                     &u.first_bad_offset, &u.found);
     found.push_back(u);
   }
   return found;
@@ -140,15 +123,31 @@ void metrale_context::quarantine_scan(metrale_use_after_free_t* out, size_t cap,
   *count = found.size();
   log_scan(found);
   if (found.empty()) return;
-  const metrale_use_after_free_t& u = found.front();
-  fail(METRALE_ERROR_REDZONE_CORRUPTED,
-       metrale::core::plural(found.size(), "freed block") + " written after free; first: " +
-           metrale::core::hex(u.ptr) + " (" + std::to_string(u.bytes) + " bytes, seq " +
-           std::to_string(u.seq) + "), allocated at " +
-           metrale::core::site_text(u.alloc_file, u.alloc_line) + ", freed at " +
-           metrale::core::site_text(u.free_file, u.free_line) + ": " +
-           std::to_string(u.bad_bytes) + " bytes changed, the first at offset " +
-           std::to_string(u.first_bad_offset));
+  fail(METRALE_ERROR_REDZONE_CORRUPTED, metrale::core::plural(found.size(), "freed block") +
+                                            " written after free; first: " +
+                                            use_after_free_text(found.front()));
+}
+
+void metrale_context::check_quarantine_at_destroy() {
+  if (!quarantine_ || quarantine_->bytes() == 0) return;
+  settle_streams_before_scan();
+  const std::vector<metrale_use_after_free_t> found = find_use_after_free();
+  for (const metrale_use_after_free_t& u : found) {
+    metrale::core::log().error("freed block written after its free (found at the context's "
+                               "destroy): {}",
+                               use_after_free_text(u));
+  }
+  log_scan(found);
+}
+
+std::string metrale_context::use_after_free_text(const metrale_use_after_free_t& u) {
+  return metrale::core::hex(u.ptr) + " (" + std::to_string(u.bytes) + " bytes, seq " +
+         std::to_string(u.seq) + "), allocated at " +
+         metrale::core::site_text(u.alloc_file, u.alloc_line) + ", freed at " +
+         metrale::core::site_text(u.free_file, u.free_line) + ": " +
+         std::to_string(u.bad_bytes) + " bytes changed, " +
+         metrale::core::first_bad_text(u.first_bad_offset, " of the buffer",
+                                       METRALE_QUARANTINE_PATTERN, u.found);
 }
 
 template <class ReadBack>
@@ -180,8 +179,9 @@ void metrale_context::quarantined_pads(const std::vector<QuarantinedBlock>& held
     v.file = ledger_.site_file(q.entry.site);
     v.line = ledger_.site_line(q.entry.site);
     v.expected = METRALE_REDZONE_PATTERN;
-    v.bad_bytes = differing(*bytes, METRALE_REDZONE_PATTERN, &v.first_bad_offset, &v.found);
-    if (v.bad_bytes == 0) v.bad_bytes = bad[k];  // changed back between the two looks
+    v.bad_bytes = metrale::core::describe_difference(bytes->data(), bytes->size(),
+                                                     METRALE_REDZONE_PATTERN, bad[k],
+                                                     &v.first_bad_offset, &v.found);
     pad_verify_.note_reported(q.entry.seq);
     pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
     found->push_back(v);

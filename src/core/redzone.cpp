@@ -1,26 +1,16 @@
 // Red-zone scan and poison: one batched backend pass over every pad, and a
 // host copy only of the pads that came back dirty.
 #include <algorithm>
-#include <cstdio>
 #include <vector>
 
 #include "core/context.hpp"
 #include "core/tags.hpp"
 #include "core/format.hpp"
+#include "core/pattern_diff.hpp"
 
 using metrale::Error;
 using metrale::fail;
 using metrale::backend::Range;
-
-namespace {
-
-std::string byte_hex(uint8_t b) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "0x%02x", b);
-  return buf;
-}
-
-}  // namespace
 
 // The pads whose bytes are not all the pattern, each with its range and
 // owner as they were at the snapshot. Through the context's PadMirror when
@@ -130,18 +120,9 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
       v.file = ledger_.site_file(e.site);
       v.line = ledger_.site_line(e.site);
       v.expected = METRALE_REDZONE_PATTERN;
-      bool first = true;
-      for (size_t off = 0; off < zone.bytes; ++off) {
-        if (pad_bytes[off] == METRALE_REDZONE_PATTERN) continue;
-        if (first) {
-          v.first_bad_offset = off;
-          v.found = pad_bytes[off];
-          first = false;
-        }
-        ++v.bad_bytes;
-      }
-      // The pad changed back between the two looks; count what the device saw.
-      if (first) v.bad_bytes = d.bad_bytes;
+      v.bad_bytes = metrale::core::describe_difference(pad_bytes.data(), zone.bytes,
+                                                       METRALE_REDZONE_PATTERN, d.bad_bytes,
+                                                       &v.first_bad_offset, &v.found);
       found.push_back(v);
       pad_verify_.note_reported(v.seq);  // its free's check stays quiet about it
     }
@@ -183,11 +164,11 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
              (tag != nullptr ? ", tag " + std::string(tag) : "") + ") from " +
              metrale::core::site_text(v.file, v.line) +
              (after_free ? ": written after its free (quarantined), " +
-                               std::to_string(v.bad_bytes) + " bytes changed, the first at "
-                               "offset " + std::to_string(v.first_bad_offset) + " of the buffer"
-                         : ": " + std::to_string(v.bad_bytes) + " bad bytes, the first at offset " +
-                               std::to_string(v.first_bad_offset) + " past the end") +
-             " (expected " + byte_hex(v.expected) + ", found " + byte_hex(v.found) + ")" +
+                               std::to_string(v.bad_bytes) + " bytes changed, "
+                         : ": " + std::to_string(v.bad_bytes) + " bad bytes, ") +
+             metrale::core::first_bad_text(v.first_bad_offset,
+                                           after_free ? " of the buffer" : " past the end",
+                                           v.expected, v.found) +
              (earlier.empty() ? std::string() : "; written by it " + earlier));
   }
 }

@@ -25,6 +25,14 @@ HostBackend::HostBackend(int ordinal)
   if (v != nullptr && *v != '\0') {
     fail_pinned_at_ = parse_env_number("METRALE_TEST_HOST_FAIL_PINNED", v, UINT64_MAX);
   }
+  // And for the reports of counted bytes: each range pattern_count finds
+  // bad is refilled with the byte it was counted against, as a
+  // metrale_redzone_poison on another thread could between the count and
+  // the read back that names the first bad byte.
+  v = std::getenv("METRALE_TEST_HOST_REFILL_COUNTED");
+  if (v != nullptr && *v != '\0') {
+    refill_counted_ = parse_env_number("METRALE_TEST_HOST_REFILL_COUNTED", v, 1) == 1;
+  }
   // And for peers: a device without a peer path to the others.
   v = std::getenv("METRALE_TEST_HOST_NO_PEER");
   if (v != nullptr && *v != '\0') {

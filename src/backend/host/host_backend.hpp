@@ -115,6 +115,7 @@ class HostBackend final : public Backend {
   const int ordinal_;
   // Test hook METRALE_TEST_HOST_NO_PEER=1: this device has no peer path.
   bool no_peer_ = false;
+  bool refill_counted_ = false;  // METRALE_TEST_HOST_REFILL_COUNTED
   // Test hook METRALE_TEST_HOST_FAIL_FREE=<n>: the n-th mem_free call of
   // this backend fails with DRIVER and frees nothing (0: never).
   uint64_t fail_free_at_ = 0;

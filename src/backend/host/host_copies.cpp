@@ -138,6 +138,7 @@ void HostBackend::pattern_count(const Range* ranges, size_t n, uint8_t byte, uin
       const uint64_t differ =
           count_other(static_cast<const uint8_t*>(as_host(ranges[i].ptr)), byte, ranges[i].bytes);
       mismatches[i] = differ > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(differ);
+      if (differ != 0 && refill_counted_) std::memset(as_host(ranges[i].ptr), byte, ranges[i].bytes);
     }
   });
 }
