@@ -18,6 +18,10 @@ type Allocation struct {
 	RedzoneBytes uint64 // the pad after the buffer (0 = none)
 }
 
+// RedzoneOffsetUnknown is FirstBadOffset when the bad bytes a check counted
+// were rewritten before they could be read back (Found is 0 then).
+const RedzoneOffsetUnknown = ^uint64(0)
+
 // RedzoneViolation is one overwritten red-zone pad.
 type RedzoneViolation struct {
 	Ptr            DevPtr // the allocation's pointer
@@ -25,7 +29,7 @@ type RedzoneViolation struct {
 	Seq            uint64 // its red-zone creation index
 	File           string // its allocation site
 	Line           int    // its line
-	FirstBadOffset uint64 // from the end of the buffer
+	FirstBadOffset uint64 // from the end of the buffer; RedzoneOffsetUnknown: rewritten before read back
 	BadBytes       uint64 // pad bytes that differ from the pattern
 	Expected       byte   // the pattern byte (0xA5)
 	Found          byte   // what the first bad byte holds

@@ -102,6 +102,9 @@ pub struct metrale_redzone_violation_t {
 }
 
 pub const METRALE_REDZONE_PATTERN: u8 = 0xA5;
+/// first_bad_offset when the bad bytes a check counted were rewritten before
+/// they could be read back (found is 0 then).
+pub const METRALE_REDZONE_OFFSET_UNKNOWN: usize = usize::MAX;
 
 /// Bounds on allocation tags (metrale_tag_push).
 pub const METRALE_TAG_MAX_BYTES: usize = 256;

@@ -47,7 +47,9 @@ pub struct RedzoneViolation {
     pub file: String,
     /// Its allocating line.
     pub line: i32,
-    /// From the end of the buffer: 0 is the byte at ptr + bytes.
+    /// From the end of the buffer: 0 is the byte at ptr + bytes; usize::MAX
+    /// (METRALE_REDZONE_OFFSET_UNKNOWN) when the bad bytes were rewritten
+    /// before they could be read back (found is 0 then).
     pub first_bad_offset: usize,
     /// How many pad bytes differ from the pattern.
     pub bad_bytes: usize,
