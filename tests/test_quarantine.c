@@ -244,14 +244,6 @@ static void an_overrun_before_a_quarantined_free_is_reported_once(void** state) 
   mt_close(ctx);
 }
 
-static char g_errors[4096];
-static void keep_errors(metrale_log_level_t level, const char* msg, void* user) {
-  (void)user;
-  if (level < METRALE_LOG_ERROR) return;
-  strncat(g_errors, msg, sizeof g_errors - strlen(g_errors) - 2);
-  strcat(g_errors, "\n");
-}
-
 /* A write after free that no scan saw before the destroy: the destroy
  * logs it with both sites before the quarantine lets the block go. */
 static void the_destroy_reports_writes_no_scan_saw(void** state) {
@@ -261,13 +253,12 @@ static void the_destroy_reports_writes_no_scan_saw(void** state) {
   MT_OK(metrale_alloc_at(ctx, 1024, "q_alloc.c", 5, &p));
   MT_OK(metrale_free_at(ctx, p, "q_free.c", 6));
   MT_OK(mt_fill_u32(ctx, NULL, p, 0x01020304u, 4));
-  g_errors[0] = '\0';
-  MT_OK(metrale_log_set_callback(keep_errors, NULL));
+  mt_keep_errors();
   mt_close(ctx);
-  MT_OK(metrale_log_set_callback(NULL, NULL));
-  assert_non_null(strstr(g_errors, "written after its free (found at the context's destroy)"));
-  assert_non_null(strstr(g_errors, "allocated at q_alloc.c:5, freed at q_free.c:6"));
-  assert_non_null(strstr(g_errors, "16 bytes changed, the first at offset 0 of the buffer"));
+  mt_stop_keeping_errors();
+  assert_non_null(strstr(mt_errors(), "written after its free (found at the context's destroy)"));
+  assert_non_null(strstr(mt_errors(), "allocated at q_alloc.c:5, freed at q_free.c:6"));
+  assert_non_null(strstr(mt_errors(), "16 bytes changed, the first at offset 0 of the buffer"));
 }
 
 /* The same overrun with no scan while the block is quarantined: its pad

@@ -14,14 +14,6 @@
 
 #define PAD 64
 
-static char g_logged[4096];
-static void keep_errors(metrale_log_level_t level, const char* msg, void* user) {
-  (void)user;
-  if (level < METRALE_LOG_ERROR) return;
-  strncat(g_logged, msg, sizeof g_logged - strlen(g_logged) - 2);
-  strcat(g_logged, "\n");
-}
-
 /* A padded context whose backend refills what it counts bad; NULL (skip)
  * off the host backend, or when needs_pool and the pool is off. */
 static metrale_context_t* open_refilling(size_t quarantine, int needs_pool) {
@@ -43,7 +35,6 @@ static metrale_context_t* open_refilling(size_t quarantine, int needs_pool) {
     mt_close(ctx);
     return NULL;
   }
-  g_logged[0] = '\0';
   return ctx;
 }
 
@@ -78,12 +69,12 @@ static void a_freed_pad_refilled_before_its_read_back(void** state) {
   metrale_devptr_t p = 0;
   MT_OK(metrale_alloc(ctx, 100, &p));
   poke(p + 100 + 5);
-  MT_OK(metrale_log_set_callback(keep_errors, NULL));
+  mt_keep_errors();
   MT_OK(metrale_free(ctx, p)); /* checked at once */
-  MT_OK(metrale_log_set_callback(NULL, NULL));
-  assert_non_null(strstr(g_logged, "before its free"));
-  assert_non_null(strstr(g_logged, "the first is unknown"));
-  assert_null(strstr(g_logged, "found 0x00"));
+  mt_stop_keeping_errors();
+  assert_non_null(strstr(mt_errors(), "before its free"));
+  assert_non_null(strstr(mt_errors(), "the first is unknown"));
+  assert_null(strstr(mt_errors(), "found 0x00"));
   metrale_redzone_violation_t v[2];
   size_t n = 0;
   MT_STATUS(metrale_redzone_scan(ctx, v, 2, &n), METRALE_ERROR_REDZONE_CORRUPTED);

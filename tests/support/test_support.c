@@ -1,6 +1,7 @@
 #include "test_support.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "host_kernels.h"
 
@@ -145,6 +146,20 @@ metrale_status_t mt_overflow_write(metrale_context_t* ctx, metrale_devptr_t p, u
   if (s != METRALE_OK) return s;
   return metrale_stream_synchronize(ctx, NULL);
 }
+
+static char g_errors[8192];
+static void keep_error(metrale_log_level_t level, const char* msg, void* user) {
+  (void)user;
+  if (level < METRALE_LOG_ERROR) return;
+  strncat(g_errors, msg, sizeof g_errors - strlen(g_errors) - 2);
+  strcat(g_errors, "\n");
+}
+void mt_keep_errors(void) {
+  g_errors[0] = '\0';
+  MT_OK(metrale_log_set_callback(keep_error, NULL));
+}
+void mt_stop_keeping_errors(void) { MT_OK(metrale_log_set_callback(NULL, NULL)); }
+const char* mt_errors(void) { return g_errors; }
 
 mt_ledger_t mt_ledger(metrale_context_t* ctx) {
   mt_ledger_t l = {0, 0};

@@ -64,6 +64,13 @@ metrale_status_t mt_add_f32(metrale_context_t* ctx, metrale_stream_t* s, metrale
 metrale_status_t mt_overflow_write(metrale_context_t* ctx, metrale_devptr_t p, uint64_t bytes,
                                    uint64_t extra, uint32_t value);
 
+/* The library's error-level log lines, one per line, while kept: from
+ * mt_keep_errors() (which empties the text and sets the log callback) to
+ * mt_stop_keeping_errors(). The text is mt_errors(). */
+void mt_keep_errors(void);
+void mt_stop_keeping_errors(void);
+const char* mt_errors(void);
+
 /* A ledger snapshot: live count and live bytes. */
 typedef struct mt_ledger {
   size_t count;
