@@ -1,0 +1,52 @@
+// Freed padded pool blocks back to the pool once their check has read
+// their pad (pad_verify_ops.cpp's pass, pad_check_ordered.cpp's ordered
+// one), each with the range of it that holds the pattern now.
+#include "core/context.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+
+using metrale::core::PendingPad;
+using metrale::core::pool::Block;
+using metrale::core::pool::PatternRange;
+
+// The common end of a pass: every block intact and no red-zone pass open
+// (none can have these pads in its snapshot: see ScanFence), so all go
+// back under one lock of the pool.
+void metrale_context::release_all_intact(const std::vector<PendingPad>& ready) noexcept {
+  for (const PendingPad& p : ready) chunk_source_->block_returned(p.ptr);
+  std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
+  for (const PendingPad& p : ready) {
+    Block* b = p.entry.block;
+    try {
+      pool_->free_held(b, p.stream != 0 ? p.stream : b->stream,
+                       metrale::core::pool::PatternRange{p.check_from, p.check_to});
+    } catch (...) {
+      // An event record for a record_stream use failed: the block stays
+      // handed out (the pool's rule), lost to reuse but never handed out twice.
+      chunk_source_->block_handed_out(p.ptr, p.entry.bytes + p.entry.pad);
+    }
+  }
+}
+
+void metrale_context::release_checked(const PendingPad& p, PatternRange pattern) noexcept {
+  Block* b = p.entry.block;
+  try {
+    // A red-zone pass open since before the free may still read the pad.
+    if (p.stream != 0) pool_->set_stream(b, p.stream);
+    if (scan_fence_.hold(p.ptr, b)) return;  // released by the pass, no record
+    chunk_source_->block_returned(p.ptr);
+    device([&] {
+      if (p.stream != 0) {
+        pool_->free_on(b, p.stream, pattern);
+      } else {
+        pool_->free(b, pattern);
+      }
+    });
+  } catch (const std::exception& ex) {
+    metrale::core::log().debug("returning {} to the pool after its red-zone check failed: {}",
+                               metrale::core::hex(p.ptr), ex.what());
+  } catch (...) {
+    metrale::core::log().debug("returning {} to the pool after its red-zone check failed",
+                               metrale::core::hex(p.ptr));
+  }
+}
