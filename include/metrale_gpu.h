@@ -236,7 +236,10 @@
  *    memory its stream), a launch with debug_sync on it, and
  *    metrale_redzone_scan (it waits for every stream of the context).
  *    So do metrale_stream_destroy of its stream and metrale_context_destroy
- *    of its context: the launch still uses them. Everything else works:
+ *    of its context: the launch still uses them. So does
+ *    metrale_log_set_callback: it waits for running callbacks, and one on
+ *    another thread may be waiting for the kernel's stream. Everything
+ *    else works:
  *    memory, ledger and telemetry calls, async work on any stream (on its
  *    own stream it runs at once, nested, before the kernel returns),
  *    waits for other streams, events, captures, other contexts. Two host

@@ -128,6 +128,9 @@ static void class_slack_is_not_pinned(void** state) {
   metrale_devptr_t d = 0;
   MT_OK(metrale_host_device_pointer(ctx, h + 999, &d));
   MT_STATUS(metrale_host_device_pointer(ctx, h + 1000, &d), METRALE_ERROR_NOT_FOUND);
+  /* Nor can it be registered: the message says why, not "freed". */
+  MT_STATUS(metrale_host_register(ctx, h + 1000, 10), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("slack past the bytes asked of a live metrale_host_alloc_pinned block");
   MT_OK(metrale_host_free_pinned(ctx, h));
   mt_close(ctx);
 }

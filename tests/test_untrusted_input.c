@@ -95,6 +95,31 @@ static void module_files_must_be_regular(void** state) {
   mt_close(ctx);
 }
 
+/* An event log path that is a FIFO: refused at once, never a wait for a
+ * reader, through the call and through METRALE_EVENT_LOG at create. */
+static void event_log_fifo_is_refused_without_waiting(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  tmp_t t;
+  tmp_make(&t);
+  const char* fifo = tmp_file(&t, "events.fifo");
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  watchdog_arm(20);
+  MT_STATUS(metrale_event_log_open(ctx, fifo), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("not a regular file");
+  setenv("METRALE_EVENT_LOG", fifo, 1);
+  metrale_context_options_t o = mt_options();
+  metrale_context_t* other = NULL;
+  const metrale_status_t created = metrale_context_create(&o, &other);
+  unsetenv("METRALE_EVENT_LOG");
+  MT_STATUS(created, METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("METRALE_EVENT_LOG");
+  watchdog_disarm();
+  unlink(fifo);
+  rmdir(t.dir);
+  mt_close(ctx);
+}
+
 static void too_large_module_file_is_refused_unread(void** state) {
   (void)state;
   metrale_context_t* ctx = mt_open(NULL);
@@ -349,6 +374,7 @@ static void failed_lookups_of_new_names_stay_bounded(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(module_files_must_be_regular),
+      cmocka_unit_test(event_log_fifo_is_refused_without_waiting),
       cmocka_unit_test(too_large_module_file_is_refused_unread),
       cmocka_unit_test(huge_min_mib_selects_no_site),
       cmocka_unit_test(packed_args_of_unknown_layout_are_capped),

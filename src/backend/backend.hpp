@@ -350,4 +350,9 @@ std::unique_ptr<Backend> make_cuda_backend(int device);
 int host_device_count();
 int cuda_device_count();
 
+// Whether the calling thread is running a host kernel of any context (it
+// holds a host stream's lock): for process-wide calls that must not wait
+// from there (the cuda backend runs no host kernels).
+bool this_thread_runs_host_kernel();
+
 }  // namespace metrale::backend

@@ -39,12 +39,15 @@ std::shared_ptr<EventSink> EventSink::open(const std::string& path) {
   static const bool hooked = std::atexit(flush_at_exit) == 0;
   (void)hooked;
   // Not O_TRUNC yet: a file another context of this process is writing
-  // must not lose what it has.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // must not lose what it has. O_NONBLOCK: a FIFO with no reader fails
+  // (ENXIO) instead of blocking the caller until one comes (rule 6).
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0) {
     const int err = errno;
     fail(METRALE_ERROR_INVALID_ARGUMENT,
-         "event log: cannot open '" + path + "' for writing: " + std::strerror(err));
+         "event log: cannot open '" + path + "' for writing: " + std::strerror(err) +
+             (err == ENXIO ? " (not a regular file: a FIFO or socket with no reader)" : ""));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -54,6 +57,9 @@ std::shared_ptr<EventSink> EventSink::open(const std::string& path) {
          "event log: '" + path + "' is not a regular file" +
              (S_ISREG(st.st_mode) ? std::string(": ") + std::strerror(err) : std::string()));
   }
+  // A regular file: writes as before, blocking (they never wait long).
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   auto key = std::make_pair(st.st_dev, st.st_ino);

@@ -1,5 +1,6 @@
 #include "core/log_callback.hpp"
 
+#include "backend/backend.hpp"
 #include "backend/error.hpp"
 
 namespace metrale::core {
@@ -46,6 +47,12 @@ void LogCallbackGate::set(metrale_log_fn fn, void* user) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          "metrale_log_set_callback called from inside the log callback: it would wait for "
          "the running callback, which is its own caller; set it from outside the callback");
+  }
+  if (metrale::backend::this_thread_runs_host_kernel()) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "metrale_log_set_callback called from a host kernel: it waits for the running "
+         "callbacks, and one on another thread may be waiting for this kernel's stream; set "
+         "it from outside the kernel");
   }
   std::unique_lock<std::mutex> lock(mutex_);
   fn_ = fn;

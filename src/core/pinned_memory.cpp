@@ -132,8 +132,9 @@ void metrale_context::host_register(void* ptr, size_t bytes) {
   if (PinnedCache::hidden_anywhere(ptr, bytes)) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          "host range " + hex(reinterpret_cast<uintptr_t>(ptr)) + " (" + std::to_string(bytes) +
-             " bytes) overlaps pinned memory freed by metrale_host_free_pinned (a stale "
-             "pointer: the block is kept page-locked for reuse)");
+             " bytes) overlaps memory the pinned pool keeps page-locked: a block freed by "
+             "metrale_host_free_pinned and cached for reuse (a stale pointer), or the slack "
+             "past the bytes asked of a live metrale_host_alloc_pinned block");
   }
   // Reserve the range first, so two threads cannot register overlapping ranges.
   pinned_.add(ptr, bytes, PinKind::Registered);

@@ -48,10 +48,11 @@ void HostBackend::stream_synchronize(StreamHandle s) {
   }
 }
 
+// Without the stream's lock: a host kernel running on the stream in another
+// thread may be waiting for a lock the caller holds (the pool's).
 bool HostBackend::stream_is_capturing(StreamHandle s) {
   auto stream = usable_stream(s);
-  std::lock_guard<StreamLock> lock(stream->mutex);
-  return stream->capturing;
+  return stream->capturing.load(std::memory_order_acquire);
 }
 
 EventHandle HostBackend::event_create(bool timing) {
@@ -72,11 +73,13 @@ bool HostBackend::in_stream_work(StreamHandle s) {
 
 void HostBackend::event_destroy(EventHandle e) { events_.take(e); }
 
-// Stamped when the stream reaches it: now, or at replay when captured.
+// Stamped when the stream reaches it: now, after the host kernel running
+// there in another thread (without waiting for it, as the driver's record
+// never waits), or at replay when captured.
 void HostBackend::event_record(EventHandle e, StreamHandle s) {
   auto stream = usable_stream(s);
   std::shared_ptr<HostEvent> event = events_.get(e);
-  stream->submit([event] { event->stamp(); });
+  stream->submit_or_defer([event] { event->stamp(); });
 }
 
 void HostBackend::event_synchronize(EventHandle e) {

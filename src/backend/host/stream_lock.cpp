@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "backend/error.hpp"
 
 namespace metrale::backend::host {
@@ -73,13 +74,45 @@ void StreamLock::lock() {
 
 void StreamLock::unlock() {
   Registry& r = registry();
-  std::lock_guard<std::mutex> guard(r.mutex);
+  std::unique_lock<std::mutex> guard(r.mutex);
+  // Ops other threads left while this one ran the stream's work: run before
+  // the lock goes, still holding it.
+  while (depth_ == 1 && !deferred_.empty()) {
+    std::vector<std::function<void()>> ops;
+    ops.swap(deferred_);
+    guard.unlock();
+    for (std::function<void()>& op : ops) op();
+    guard.lock();
+  }
   if (--depth_ != 0) return;
   holder_ = std::thread::id();
   auto it = std::find(t_held.rbegin(), t_held.rend(), this);
   if (it != t_held.rend()) t_held.erase(std::next(it).base());
   if (!r.waiting.empty()) r.released.notify_all();
 }
+
+void StreamLock::run_or_defer(std::function<void()> op) {
+  Registry& r = registry();
+  const std::thread::id me = std::this_thread::get_id();
+  {
+    std::lock_guard<std::mutex> guard(r.mutex);
+    if (depth_ != 0 && holder_ != me) {
+      deferred_.push_back(std::move(op));
+      return;
+    }
+    if (depth_++ == 0) {
+      holder_ = me;
+      t_held.push_back(this);
+    }
+  }
+  struct Release {
+    StreamLock* lock;
+    ~Release() { lock->unlock(); }
+  } release{this};
+  op();
+}
+
+bool StreamLock::any_held_by_this_thread() { return !t_held.empty(); }
 
 bool StreamLock::held_here() const {
   return std::find(t_held.begin(), t_held.end(), this) != t_held.end();
@@ -91,3 +124,9 @@ bool StreamLock::any_held_here(const void* owner) {
 }
 
 }  // namespace metrale::backend::host
+
+namespace metrale::backend {
+
+bool this_thread_runs_host_kernel() { return host::StreamLock::any_held_by_this_thread(); }
+
+}  // namespace metrale::backend

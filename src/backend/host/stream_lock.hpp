@@ -14,7 +14,9 @@
 // Recursive: work a host kernel puts on its own stream runs nested, at once.
 #pragma once
 
+#include <functional>
 #include <thread>
+#include <vector>
 
 namespace metrale::backend::host {
 
@@ -30,8 +32,20 @@ class StreamLock {
   void lock();
   void unlock();
 
+  // Runs op holding the lock when it is free or this thread holds it; when
+  // another thread holds it (a host kernel running there), leaves op to
+  // that thread, which runs it before it lets the lock go: op comes after
+  // the running work, in stream order, and the caller never waits. For
+  // ops a driver queues without waiting (an event record), which callers
+  // holding locks of their own make (the pool's, under which a host kernel
+  // may be waiting). op must not throw.
+  void run_or_defer(std::function<void()> op);
+
   // Whether the calling thread holds this lock.
   bool held_here() const;
+  // Whether the calling thread holds the lock of any host stream: it is
+  // running a host kernel.
+  static bool any_held_by_this_thread();
   // Whether the calling thread holds the lock of any stream of owner.
   static bool any_held_here(const void* owner);
 
@@ -41,6 +55,7 @@ class StreamLock {
   const void* const owner_;
   std::thread::id holder_;  // under the registry mutex (stream_lock.cpp)
   unsigned depth_ = 0;      // under the registry mutex
+  std::vector<std::function<void()>> deferred_;  // run_or_defer's; under the registry mutex
 };
 
 }  // namespace metrale::backend::host

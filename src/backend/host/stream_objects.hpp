@@ -4,6 +4,7 @@
 // capturing, ops are recorded instead and a graph replays them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <mutex>
@@ -25,7 +26,9 @@ struct HostStream {
   // stream runs that work nested, in order, instead of deadlocking; it also
   // tells which thread runs the stream's work (see stream_lock.hpp).
   StreamLock mutex;
-  bool capturing = false;          // under mutex
+  // Changed under mutex; read without it too (stream_is_capturing, which
+  // must not wait for a host kernel running on the stream).
+  std::atomic<bool> capturing{false};
   std::vector<StreamOp> captured;  // under mutex
 
   // Runs op now, in this thread, or records it when the stream is capturing.
@@ -37,6 +40,18 @@ struct HostStream {
     } else {
       op();
     }
+  }
+  // The same, except that while another thread runs this stream's work, op
+  // is left to that thread (StreamLock::run_or_defer): never waits. op must
+  // not throw.
+  void submit_or_defer(StreamOp op) {
+    mutex.run_or_defer([this, op = std::move(op)]() mutable {
+      if (capturing) {
+        captured.emplace_back(std::move(op));
+      } else {
+        op();
+      }
+    });
   }
 };
 

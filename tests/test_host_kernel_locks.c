@@ -1,0 +1,127 @@
+/* Host kernels (host backend) that call into the library while another
+ * thread holds a lock of the library's own: the pool's lock, held by a free
+ * whose event record or capture query names the kernel's stream, must
+ * never wait for that stream (the kernel may be waiting for the pool), and
+ * metrale_log_set_callback from a kernel is refused (it would wait for
+ * callbacks that may wait for the kernel's stream). Every case runs under
+ * a watchdog: a deadlock fails it instead of hanging the suite. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_support.h"
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] =
+      "\n[  FAILED  ] watchdog: a case did not finish in time (a deadlock?)\n";
+  (void)!write(2, msg, sizeof msg - 1);
+  _exit(1);
+}
+
+static const metrale_dim3_t one = {1, 1, 1};
+
+typedef struct {
+  metrale_context_t* ctx;
+  metrale_stream_t* s2;
+  int marked; /* 1: record_stream on s2 and metrale_free; 0: free_async on s2 */
+  atomic_int kernel_in, free_go;
+  metrale_status_t kernel_alloc, kernel_free, freed, marked_status;
+  metrale_status_t set_callback;
+  int set_callback_message_ok;
+} probe_t;
+
+/* On s2: lets the other thread free, waits long enough for its free to hold
+ * the pool's lock on its way to s2, then allocates (takes the pool's lock). */
+static metrale_status_t allocating_kernel(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  probe_t* p = user;
+  atomic_store(&p->kernel_in, 1);
+  while (!atomic_load(&p->free_go)) usleep(100);
+  usleep(150 * 1000);
+  metrale_devptr_t q = 0;
+  p->kernel_alloc = metrale_alloc(p->ctx, 64, &q);
+  if (p->kernel_alloc == METRALE_OK) p->kernel_free = metrale_free(p->ctx, q);
+  return METRALE_OK;
+}
+
+static void* freeing_thread(void* arg) {
+  probe_t* p = arg;
+  metrale_devptr_t b = 0;
+  if (metrale_alloc(p->ctx, 1024, &b) != METRALE_OK) return NULL;
+  while (!atomic_load(&p->kernel_in)) usleep(100);
+  atomic_store(&p->free_go, 1);
+  if (p->marked) {
+    p->marked_status = metrale_record_stream(p->ctx, b, p->s2);
+    p->freed = metrale_free(p->ctx, b);
+  } else {
+    p->freed = metrale_free_async(p->ctx, b, p->s2);
+  }
+  return NULL;
+}
+
+static void free_naming_a_busy_stream_never_waits_for_it(void** state) {
+  (void)state;
+  signal(SIGALRM, on_alarm);
+  for (int marked = 0; marked <= 1; ++marked) {
+    metrale_context_t* ctx = mt_open(NULL);
+    mt_require_host(ctx);
+    alarm(30);
+    probe_t p = {0};
+    p.ctx = ctx;
+    p.marked = marked;
+    MT_OK(metrale_stream_create(ctx, &p.s2));
+    MT_OK(metrale_module_register_host(ctx, "locks", "alloc", allocating_kernel, &p));
+    metrale_kernel_t* k = NULL;
+    MT_OK(metrale_kernel_get(ctx, "locks", "alloc", &k));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, freeing_thread, &p), 0);
+    MT_OK(metrale_launch(ctx, k, one, one, 0, p.s2, NULL)); /* runs here, now */
+    assert_int_equal(pthread_join(t, NULL), 0);
+    alarm(0);
+    MT_OK(p.kernel_alloc);
+    MT_OK(p.kernel_free);
+    MT_OK(p.marked_status);
+    MT_OK(p.freed);
+    assert_int_equal(mt_ledger(ctx).count, 0);
+    const metrale_counters_t c = mt_counters(ctx);
+    assert_int_equal(c.allocs, c.frees);
+    MT_OK(metrale_stream_synchronize(ctx, p.s2));
+    MT_OK(metrale_stream_destroy(ctx, p.s2));
+    mt_close(ctx);
+  }
+}
+
+static metrale_status_t setting_kernel(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  probe_t* p = user;
+  p->set_callback = metrale_log_set_callback(NULL, NULL);
+  p->set_callback_message_ok = strstr(metrale_last_error_message(), "host kernel") != NULL;
+  return METRALE_OK;
+}
+
+static void set_callback_from_a_host_kernel_is_refused(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_require_host(ctx);
+  probe_t p = {0};
+  MT_OK(metrale_module_register_host(ctx, "locks", "set", setting_kernel, &p));
+  metrale_kernel_t* k = NULL;
+  MT_OK(metrale_kernel_get(ctx, "locks", "set", &k));
+  MT_OK(metrale_launch(ctx, k, one, one, 0, NULL, NULL));
+  assert_int_equal(p.set_callback, METRALE_ERROR_INVALID_ARGUMENT);
+  assert_true(p.set_callback_message_ok);
+  /* Outside the kernel it works as before. */
+  MT_OK(metrale_log_set_callback(NULL, NULL));
+  mt_close(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(free_naming_a_busy_stream_never_waits_for_it),
+      cmocka_unit_test(set_callback_from_a_host_kernel_is_refused),
+  };
+  return MT_RUN(tests);
+}
