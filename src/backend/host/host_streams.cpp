@@ -77,19 +77,36 @@ void HostBackend::event_destroy(EventHandle e) { events_.take(e); }
 // there in another thread (without waiting for it, as the driver's record
 // never waits), or at replay when captured.
 void HostBackend::event_record(EventHandle e, StreamHandle s) {
-  auto stream = usable_stream(s);
+  std::shared_ptr<HostStream> stream = usable_stream(s);
   std::shared_ptr<HostEvent> event = events_.get(e);
-  stream->submit_or_defer([event] { event->stamp(); });
+  event->set_pending(stream);  // until stamped: not complete (event_query)
+  stream->mutex.run_or_defer([stream, event] {
+    if (stream->capturing) {
+      event->set_pending(nullptr);
+      stream->captured.emplace_back([event] { event->stamp(); });
+    } else {
+      event->stamp();
+    }
+  });
 }
 
+// A record left behind a host kernel of another thread is stamped before
+// that thread lets the stream go: holding the stream's lock once is the wait.
 void HostBackend::event_synchronize(EventHandle e) {
   fault_.throw_if_lost();
-  events_.get(e);
+  std::shared_ptr<HostStream> on = events_.get(e)->pending_on();
+  if (on == nullptr) return;
+  if (on->mutex.held_here()) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "host backend: event synchronize called from a host kernel running on the stream "
+         "the event was recorded on after it; it would wait for the kernel itself");
+  }
+  std::lock_guard<StreamLock> lock(on->mutex);
 }
 
 bool HostBackend::event_query(EventHandle e) {
   fault_.throw_if_lost();
-  events_.get(e);
+  if (events_.get(e)->pending_on() != nullptr) return false;
   return true;
 }
 

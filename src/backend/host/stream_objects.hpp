@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -41,18 +42,6 @@ struct HostStream {
       op();
     }
   }
-  // The same, except that while another thread runs this stream's work, op
-  // is left to that thread (StreamLock::run_or_defer): never waits. op must
-  // not throw.
-  void submit_or_defer(StreamOp op) {
-    mutex.run_or_defer([this, op = std::move(op)]() mutable {
-      if (capturing) {
-        captured.emplace_back(std::move(op));
-      } else {
-        op();
-      }
-    });
-  }
 };
 
 struct HostEvent {
@@ -63,6 +52,18 @@ struct HostEvent {
     std::lock_guard<std::mutex> lock(mutex);
     when = now;
     recorded = true;
+    pending.reset();
+  }
+
+  // Recorded on `on` behind a host kernel another thread runs there, not
+  // stamped yet (nullptr: not pending).
+  void set_pending(std::shared_ptr<HostStream> on) {
+    std::lock_guard<std::mutex> lock(mutex);
+    pending = std::move(on);
+  }
+  std::shared_ptr<HostStream> pending_on() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return pending;
   }
 
   // False when never recorded.
@@ -75,6 +76,7 @@ struct HostEvent {
   const bool timing;
   std::mutex mutex;
   bool recorded = false;                       // under mutex
+  std::shared_ptr<HostStream> pending;         // under mutex
   std::chrono::steady_clock::time_point when;  // under mutex
 };
 
