@@ -93,6 +93,14 @@
  *                                     path to the others (peer access is
  *                                     refused, peer copies still work). Not for
  *                                     production.
+ *   METRALE_TEST_HOST_REFILL_COUNTED=0|1 test hook, host backend only: each
+ *                                     range the backend counts bad for a
+ *                                     scan or check (contexts created while
+ *                                     it is 1) is refilled with the byte it
+ *                                     was counted against, as a concurrent
+ *                                     metrale_redzone_poison could; shows
+ *                                     METRALE_REDZONE_OFFSET_UNKNOWN. Not
+ *                                     for production.
  */
 
 /*
