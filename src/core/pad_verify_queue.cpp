@@ -32,16 +32,6 @@ PadVerifyQueue::Limits PadVerifyQueue::limits_from_env() {
   return l;
 }
 
-bool PadVerifyQueue::add(const PendingPad& p) {
-  std::lock_guard<FastMutex> lock(mutex_);
-  return add_held(p);
-}
-
-bool PadVerifyQueue::add_held(const PendingPad& p) {
-  emplace_held() = p;
-  return commit_held();
-}
-
 std::vector<PendingPad> PadVerifyQueue::take_all() {
   std::vector<PendingPad> out;
   std::lock_guard<FastMutex> lock(mutex_);

@@ -63,14 +63,11 @@ class PadVerifyQueue {
   static Limits limits_from_env();
 
   void set_limits(Limits l) { limits_ = l; }
-  // Adds p; true when the list has reached a bound (the caller runs a pass).
-  bool add(const PendingPad& p);
-  // The same with the list's mutex already held by the caller.
-  bool add_held(const PendingPad& p);
-  // add_held in two steps, so the caller fills the entry in place (no copy
-  // of a whole PendingPad per free): emplace_held makes room and may throw
-  // (nothing added then); commit_held counts the entry emplaced last,
-  // true when a bound is met.
+  // Adding an entry, with the list's mutex held by the caller, in two
+  // steps so that the caller fills it in place (no copy of a whole
+  // PendingPad per free): emplace_held makes room and may throw (nothing
+  // added then); commit_held counts the entry emplaced last, true when a
+  // bound is met (the caller runs a pass).
   PendingPad& emplace_held() { return held_.emplace_back(); }
   bool commit_held() {
     bytes_ += held_.back().held_bytes;

@@ -79,14 +79,11 @@ void HostBackend::event_destroy(EventHandle e) { events_.take(e); }
 void HostBackend::event_record(EventHandle e, StreamHandle s) {
   std::shared_ptr<HostStream> stream = usable_stream(s);
   std::shared_ptr<HostEvent> event = events_.get(e);
-  event->set_pending(stream);  // until stamped: not complete (event_query)
-  stream->mutex.run_or_defer([stream, event] {
-    if (stream->capturing) {
-      event->set_pending(nullptr);
-      stream->captured.emplace_back([event] { event->stamp(); });
-    } else {
-      event->stamp();
-    }
+  const uint64_t n = event->begin_record(stream);  // until stamped: not complete
+  stream->mutex.run_or_defer([stream, event, n] {
+    if (!stream->capturing) return event->stamp_record(n);
+    event->end_record_unstamped(n);
+    stream->captured.emplace_back([event] { event->stamp(); });
   });
 }
 

@@ -81,7 +81,14 @@ void StreamLock::unlock() {
     std::vector<std::function<void()>> ops;
     ops.swap(deferred_);
     guard.unlock();
-    for (std::function<void()>& op : ops) op();
+    for (std::function<void()>& op : ops) {
+      try {
+        op();
+      } catch (...) {
+        // Its caller has returned: nobody to tell (an event record that
+        // found no memory to join a capture is missing from it).
+      }
+    }
     guard.lock();
   }
   if (--depth_ != 0) return;

@@ -38,7 +38,8 @@ class StreamLock {
   // the running work, in stream order, and the caller never waits. For
   // ops a driver queues without waiting (an event record), which callers
   // holding locks of their own make (the pool's, under which a host kernel
-  // may be waiting). op must not throw.
+  // may be waiting). What op throws reaches the caller when op ran at once;
+  // a deferred op's exception is dropped (its caller has returned).
   void run_or_defer(std::function<void()> op);
 
   // Whether the calling thread holds this lock.

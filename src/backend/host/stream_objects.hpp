@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,7 @@ struct HostStream {
 struct HostEvent {
   explicit HostEvent(bool timing_enabled) : timing(timing_enabled) {}
 
+  // A replay of a captured record: always the latest.
   void stamp() {
     const auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mutex);
@@ -55,11 +57,27 @@ struct HostEvent {
     pending.reset();
   }
 
-  // Recorded on `on` behind a host kernel another thread runs there, not
-  // stamped yet (nullptr: not pending).
-  void set_pending(std::shared_ptr<HostStream> on) {
+  // A record on `on`, pending (not complete for event_query) until its
+  // stamp, which may be left to the thread running a host kernel there.
+  // Returns the record's number: only the latest record's stamp counts, so
+  // an earlier record's late stamp never completes a later one.
+  uint64_t begin_record(std::shared_ptr<HostStream> on) {
     std::lock_guard<std::mutex> lock(mutex);
     pending = std::move(on);
+    return ++records;
+  }
+  void stamp_record(uint64_t n) {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mutex);
+    if (n != records) return;
+    when = now;
+    recorded = true;
+    pending.reset();
+  }
+  // Record n went into a capture instead: nothing pending (as before).
+  void end_record_unstamped(uint64_t n) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (n == records) pending.reset();
   }
   std::shared_ptr<HostStream> pending_on() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -77,6 +95,7 @@ struct HostEvent {
   std::mutex mutex;
   bool recorded = false;                       // under mutex
   std::shared_ptr<HostStream> pending;         // under mutex
+  uint64_t records = 0;                        // under mutex
   std::chrono::steady_clock::time_point when;  // under mutex
 };
 
