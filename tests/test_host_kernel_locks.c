@@ -3,7 +3,8 @@
  * whose event record or capture query names the kernel's stream, must
  * never wait for that stream (the kernel may be waiting for the pool), and
  * metrale_log_set_callback from a kernel is refused (it would wait for
- * callbacks that may wait for the kernel's stream). Every case runs under
+ * callbacks that may wait for the kernel's stream); an event recorded
+ * behind kernels on two streams completes with its latest record. Every case runs under
  * a watchdog: a deadlock fails it instead of hanging the suite. */
 #include <pthread.h>
 #include <signal.h>
@@ -118,10 +119,89 @@ static void set_callback_from_a_host_kernel_is_refused(void** state) {
   mt_close(ctx);
 }
 
+/* A host kernel that holds its stream until told to return. */
+typedef struct {
+  atomic_int in, go;
+} gate_t;
+
+static metrale_status_t held_kernel(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  gate_t* g = user;
+  atomic_store(&g->in, 1);
+  while (!atomic_load(&g->go)) usleep(100);
+  return METRALE_OK;
+}
+
+typedef struct {
+  metrale_context_t* ctx;
+  metrale_kernel_t* k;
+  metrale_stream_t* s;
+  metrale_status_t launched;
+} launch_job_t;
+
+static void* launching_thread(void* arg) {
+  launch_job_t* j = arg;
+  j->launched = metrale_launch(j->ctx, j->k, one, one, 0, j->s, NULL);
+  return NULL;
+}
+
+static int query(metrale_context_t* ctx, metrale_event_t* e) {
+  int done = -1;
+  MT_OK(metrale_event_query(ctx, e, &done));
+  return done;
+}
+
+/* An event recorded behind a kernel on stream A, then again behind one on
+ * stream B: A's record, stamped when A's kernel returns, is not the
+ * event's latest, so the event stays pending until B's kernel returns. */
+static void an_earlier_records_late_stamp_never_completes_a_later_record(void** state) {
+  (void)state;
+  signal(SIGALRM, on_alarm);
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_require_host(ctx);
+  alarm(30);
+  gate_t ga = {0}, gb = {0};
+  MT_OK(metrale_module_register_host(ctx, "locks", "hold_a", held_kernel, &ga));
+  MT_OK(metrale_module_register_host(ctx, "locks", "hold_b", held_kernel, &gb));
+  launch_job_t ja = {.ctx = ctx}, jb = {.ctx = ctx};
+  MT_OK(metrale_kernel_get(ctx, "locks", "hold_a", &ja.k));
+  MT_OK(metrale_kernel_get(ctx, "locks", "hold_b", &jb.k));
+  MT_OK(metrale_stream_create(ctx, &ja.s));
+  MT_OK(metrale_stream_create(ctx, &jb.s));
+  metrale_event_t* e = NULL;
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &e));
+
+  pthread_t ta, tb;
+  assert_int_equal(pthread_create(&ta, NULL, launching_thread, &ja), 0);
+  while (!atomic_load(&ga.in)) usleep(100);
+  MT_OK(metrale_event_record(ctx, e, ja.s));
+  assert_int_equal(query(ctx, e), 0);
+  assert_int_equal(pthread_create(&tb, NULL, launching_thread, &jb), 0);
+  while (!atomic_load(&gb.in)) usleep(100);
+  MT_OK(metrale_event_record(ctx, e, jb.s));
+
+  atomic_store(&ga.go, 1);
+  assert_int_equal(pthread_join(ta, NULL), 0);
+  MT_OK(ja.launched);
+  assert_int_equal(query(ctx, e), 0); /* B's record is still behind B's kernel */
+
+  atomic_store(&gb.go, 1);
+  assert_int_equal(pthread_join(tb, NULL), 0);
+  MT_OK(jb.launched);
+  assert_int_equal(query(ctx, e), 1);
+  MT_OK(metrale_event_synchronize(ctx, e));
+  alarm(0);
+  MT_OK(metrale_event_destroy(ctx, e));
+  MT_OK(metrale_stream_destroy(ctx, ja.s));
+  MT_OK(metrale_stream_destroy(ctx, jb.s));
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(free_naming_a_busy_stream_never_waits_for_it),
       cmocka_unit_test(set_callback_from_a_host_kernel_is_refused),
+      cmocka_unit_test(an_earlier_records_late_stamp_never_completes_a_later_record),
   };
   return MT_RUN(tests);
 }
