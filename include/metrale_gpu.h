@@ -241,8 +241,11 @@
  *    anything: metrale_stream_synchronize of it, the synchronous copies and
  *    memsets on it (metrale_copy_h2d, copy_d2d and memset use the default
  *    stream; copy_d2h_on_stream its stream; copy_h2d_async from pinned
- *    memory its stream), a launch with debug_sync on it, and
- *    metrale_redzone_scan (it waits for every stream of the context).
+ *    memory its stream), a launch with debug_sync on it,
+ *    metrale_event_synchronize of an event another thread recorded on it
+ *    while the kernel runs, metrale_stream_wait_event of such an event by
+ *    another stream, and metrale_redzone_scan (it waits for every stream
+ *    of the context).
  *    So do metrale_stream_destroy of its stream and metrale_context_destroy
  *    of its context: the launch still uses them. So does
  *    metrale_log_set_callback: it waits for running callbacks, and one on
@@ -1570,7 +1573,12 @@ metrale_status_t metrale_event_query(metrale_context_t* ctx, metrale_event_t* ev
 /** Destroys the event (NULL is OK); the handle is INVALID_ARGUMENT
  *  afterwards, a second destroy included (it touches no other event). */
 metrale_status_t metrale_event_destroy(metrale_context_t* ctx, metrale_event_t* event);
-/** Makes `stream` wait for the work recorded in `event`. */
+/** Makes `stream` wait for the work recorded in `event`. Host backend: work
+ *  runs when it is called, so the calling thread waits, until a record left
+ *  behind a host kernel running on another stream is reached (none in a
+ *  capture or on the record's own stream). Statuses: INVALID_ARGUMENT (bad
+ *  handles; host: called from the kernel that record waits behind),
+ *  CONTEXT_LOST. Thread-safe. */
 metrale_status_t metrale_stream_wait_event(metrale_context_t* ctx, metrale_stream_t* stream,
                                            metrale_event_t* event);
 /** Milliseconds between two recorded timing events. INVALID_ARGUMENT when

@@ -4,7 +4,8 @@
  * never wait for that stream (the kernel may be waiting for the pool), and
  * metrale_log_set_callback from a kernel is refused (it would wait for
  * callbacks that may wait for the kernel's stream); an event recorded
- * behind kernels on two streams completes with its latest record. Every case runs under
+ * behind kernels on two streams completes with its latest record, and a
+ * stream waiting for a record behind a kernel waits for the kernel. Every case runs under
  * a watchdog: a deadlock fails it instead of hanging the suite. */
 #include <pthread.h>
 #include <signal.h>
@@ -197,11 +198,115 @@ static void an_earlier_records_late_stamp_never_completes_a_later_record(void** 
   mt_close(ctx);
 }
 
+typedef struct {
+  metrale_context_t* ctx;
+  metrale_stream_t* s;
+  metrale_event_t* e;
+  metrale_status_t waited;
+  atomic_int done;
+} waiter_t;
+
+static void* waiting_thread(void* arg) {
+  waiter_t* w = arg;
+  w->waited = metrale_stream_wait_event(w->ctx, w->s, w->e);
+  atomic_store(&w->done, 1);
+  return NULL;
+}
+
+/* Host work runs when it is called, so a stream waiting for an event whose
+ * record sits behind a kernel on another stream is its caller waiting, until
+ * that kernel returns; on the record's own stream nothing is waited for. */
+static void a_stream_waits_for_a_record_behind_a_kernel(void** state) {
+  (void)state;
+  signal(SIGALRM, on_alarm);
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_require_host(ctx);
+  alarm(30);
+  gate_t ga = {0};
+  MT_OK(metrale_module_register_host(ctx, "locks", "hold_a", held_kernel, &ga));
+  launch_job_t ja = {.ctx = ctx};
+  MT_OK(metrale_kernel_get(ctx, "locks", "hold_a", &ja.k));
+  MT_OK(metrale_stream_create(ctx, &ja.s));
+  waiter_t w = {.ctx = ctx};
+  MT_OK(metrale_stream_create(ctx, &w.s));
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DISABLE_TIMING, &w.e));
+
+  pthread_t ta, tw;
+  assert_int_equal(pthread_create(&ta, NULL, launching_thread, &ja), 0);
+  while (!atomic_load(&ga.in)) usleep(100);
+  MT_OK(metrale_event_record(ctx, w.e, ja.s));
+  MT_OK(metrale_stream_wait_event(ctx, ja.s, w.e)); /* its own stream: at once */
+  assert_int_equal(pthread_create(&tw, NULL, waiting_thread, &w), 0);
+  usleep(50 * 1000);
+  assert_int_equal(atomic_load(&w.done), 0); /* still behind the kernel */
+  atomic_store(&ga.go, 1);
+  assert_int_equal(pthread_join(ta, NULL), 0);
+  assert_int_equal(pthread_join(tw, NULL), 0);
+  alarm(0);
+  MT_OK(ja.launched);
+  MT_OK(w.waited);
+  assert_int_equal(query(ctx, w.e), 1);
+  MT_OK(metrale_event_destroy(ctx, w.e));
+  MT_OK(metrale_stream_destroy(ctx, ja.s));
+  MT_OK(metrale_stream_destroy(ctx, w.s));
+  mt_close(ctx);
+}
+
+typedef struct {
+  waiter_t w;
+  atomic_int in, recorded;
+  int message_ok;
+} self_wait_t;
+
+/* Waits, from its own stream's kernel, for a record another thread left
+ * behind it: it would wait for itself. */
+static metrale_status_t self_waiting_kernel(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  self_wait_t* p = user;
+  atomic_store(&p->in, 1);
+  while (!atomic_load(&p->recorded)) usleep(100);
+  p->w.waited = metrale_stream_wait_event(p->w.ctx, p->w.s, p->w.e);
+  p->message_ok = strstr(metrale_last_error_message(), "host kernel") != NULL;
+  return METRALE_OK;
+}
+
+static void a_kernel_waiting_for_a_record_behind_itself_is_refused(void** state) {
+  (void)state;
+  signal(SIGALRM, on_alarm);
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_require_host(ctx);
+  alarm(30);
+  self_wait_t p = {.w = {.ctx = ctx}};
+  MT_OK(metrale_module_register_host(ctx, "locks", "self_wait", self_waiting_kernel, &p));
+  launch_job_t j = {.ctx = ctx};
+  MT_OK(metrale_kernel_get(ctx, "locks", "self_wait", &j.k));
+  MT_OK(metrale_stream_create(ctx, &j.s));
+  MT_OK(metrale_stream_create(ctx, &p.w.s));
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DISABLE_TIMING, &p.w.e));
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, launching_thread, &j), 0);
+  while (!atomic_load(&p.in)) usleep(100);
+  MT_OK(metrale_event_record(ctx, p.w.e, j.s));
+  atomic_store(&p.recorded, 1);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  alarm(0);
+  MT_OK(j.launched);
+  assert_int_equal(p.w.waited, METRALE_ERROR_INVALID_ARGUMENT);
+  assert_true(p.message_ok);
+  assert_int_equal(query(ctx, p.w.e), 1); /* stamped as the kernel returned */
+  MT_OK(metrale_event_destroy(ctx, p.w.e));
+  MT_OK(metrale_stream_destroy(ctx, j.s));
+  MT_OK(metrale_stream_destroy(ctx, p.w.s));
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(free_naming_a_busy_stream_never_waits_for_it),
       cmocka_unit_test(set_callback_from_a_host_kernel_is_refused),
       cmocka_unit_test(an_earlier_records_late_stamp_never_completes_a_later_record),
+      cmocka_unit_test(a_stream_waits_for_a_record_behind_a_kernel),
+      cmocka_unit_test(a_kernel_waiting_for_a_record_behind_itself_is_refused),
   };
   return MT_RUN(tests);
 }

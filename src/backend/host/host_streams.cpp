@@ -1,7 +1,8 @@
 // Streams and events. Work runs at enqueue, so by the time any call returns
 // the stream has finished everything put on it before: synchronizing waits
-// only for an op another thread is running on it right now, events are
-// complete as soon as they exist, and waiting on an event is a no-op.
+// only for an op another thread is running on it right now (a host kernel),
+// and an event is complete once its latest record is past any such op:
+// waiting on it waits for that op.
 #include <chrono>
 #include <mutex>
 
@@ -60,6 +61,23 @@ EventHandle HostBackend::event_create(bool timing) {
   return events_.add(std::make_shared<HostEvent>(timing));
 }
 
+namespace {
+
+// Until the event's latest record is stamped (see event_record).
+void wait_for_latest_record(HostEvent& event, const char* call) {
+  std::shared_ptr<HostStream> on = event.pending_on();
+  if (on == nullptr) return;
+  if (on->mutex.held_here()) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         std::string("host backend: ") + call +
+             " called from a host kernel running on the stream the event was recorded on "
+             "after it; it would wait for the kernel itself");
+  }
+  std::lock_guard<StreamLock> lock(on->mutex);
+}
+
+}  // namespace
+
 bool HostBackend::in_stream_work(StreamHandle s) {
   // The common answer, with no lookup: this thread runs no work of ours.
   if (!StreamLock::any_held_here(this)) return false;
@@ -91,14 +109,7 @@ void HostBackend::event_record(EventHandle e, StreamHandle s) {
 // that thread lets the stream go: holding the stream's lock once is the wait.
 void HostBackend::event_synchronize(EventHandle e) {
   fault_.throw_if_lost();
-  std::shared_ptr<HostStream> on = events_.get(e)->pending_on();
-  if (on == nullptr) return;
-  if (on->mutex.held_here()) {
-    fail(METRALE_ERROR_INVALID_ARGUMENT,
-         "host backend: event synchronize called from a host kernel running on the stream "
-         "the event was recorded on after it; it would wait for the kernel itself");
-  }
-  std::lock_guard<StreamLock> lock(on->mutex);
+  wait_for_latest_record(*events_.get(e), "event synchronize");
 }
 
 bool HostBackend::event_query(EventHandle e) {
@@ -131,9 +142,15 @@ float HostBackend::event_elapsed_ms(EventHandle start, EventHandle end) {
   return std::chrono::duration<float, std::milli>(t1 - t0).count();
 }
 
+// Work on a host stream runs when it is called, so the stream waits by its
+// caller waiting: for a record left behind a host kernel on another stream.
+// Nothing to wait for on the record's own stream (its work is in order) or
+// in a capture (the ops run at replay, in order).
 void HostBackend::stream_wait_event(StreamHandle s, EventHandle e) {
-  usable_stream(s);
-  events_.get(e);
+  std::shared_ptr<HostStream> stream = usable_stream(s);
+  std::shared_ptr<HostEvent> event = events_.get(e);
+  if (stream->capturing || event->pending_on() == stream) return;
+  wait_for_latest_record(*event, "stream wait event");
 }
 
 }  // namespace metrale::backend::host
