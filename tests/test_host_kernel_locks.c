@@ -152,33 +152,49 @@ static int query(metrale_context_t* ctx, metrale_event_t* e) {
   return done;
 }
 
+/* A context on the host backend under the watchdog. */
+static metrale_context_t* open_watched(void) {
+  signal(SIGALRM, on_alarm);
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_require_host(ctx);
+  alarm(30);
+  return ctx;
+}
+
+/* Registers fn as locks::name and gives the job its kernel and a stream. */
+static void prepare_job(launch_job_t* j, metrale_context_t* ctx, const char* name,
+                        metrale_host_kernel_fn fn, void* user) {
+  j->ctx = ctx;
+  MT_OK(metrale_module_register_host(ctx, "locks", name, fn, user));
+  MT_OK(metrale_kernel_get(ctx, "locks", name, &j->k));
+  MT_OK(metrale_stream_create(ctx, &j->s));
+}
+
+/* Launches the job on a thread of its own; returns once *in is set. */
+static pthread_t start_job(launch_job_t* j, atomic_int* in) {
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, launching_thread, j), 0);
+  while (!atomic_load(in)) usleep(100);
+  return t;
+}
+
 /* An event recorded behind a kernel on stream A, then again behind one on
  * stream B: A's record, stamped when A's kernel returns, is not the
  * event's latest, so the event stays pending until B's kernel returns. */
 static void an_earlier_records_late_stamp_never_completes_a_later_record(void** state) {
   (void)state;
-  signal(SIGALRM, on_alarm);
-  metrale_context_t* ctx = mt_open(NULL);
-  mt_require_host(ctx);
-  alarm(30);
+  metrale_context_t* ctx = open_watched();
   gate_t ga = {0}, gb = {0};
-  MT_OK(metrale_module_register_host(ctx, "locks", "hold_a", held_kernel, &ga));
-  MT_OK(metrale_module_register_host(ctx, "locks", "hold_b", held_kernel, &gb));
-  launch_job_t ja = {.ctx = ctx}, jb = {.ctx = ctx};
-  MT_OK(metrale_kernel_get(ctx, "locks", "hold_a", &ja.k));
-  MT_OK(metrale_kernel_get(ctx, "locks", "hold_b", &jb.k));
-  MT_OK(metrale_stream_create(ctx, &ja.s));
-  MT_OK(metrale_stream_create(ctx, &jb.s));
+  launch_job_t ja, jb;
+  prepare_job(&ja, ctx, "hold_a", held_kernel, &ga);
+  prepare_job(&jb, ctx, "hold_b", held_kernel, &gb);
   metrale_event_t* e = NULL;
   MT_OK(metrale_event_create(ctx, METRALE_EVENT_DEFAULT, &e));
 
-  pthread_t ta, tb;
-  assert_int_equal(pthread_create(&ta, NULL, launching_thread, &ja), 0);
-  while (!atomic_load(&ga.in)) usleep(100);
+  const pthread_t ta = start_job(&ja, &ga.in);
   MT_OK(metrale_event_record(ctx, e, ja.s));
   assert_int_equal(query(ctx, e), 0);
-  assert_int_equal(pthread_create(&tb, NULL, launching_thread, &jb), 0);
-  while (!atomic_load(&gb.in)) usleep(100);
+  const pthread_t tb = start_job(&jb, &gb.in);
   MT_OK(metrale_event_record(ctx, e, jb.s));
 
   atomic_store(&ga.go, 1);
@@ -218,22 +234,16 @@ static void* waiting_thread(void* arg) {
  * that kernel returns; on the record's own stream nothing is waited for. */
 static void a_stream_waits_for_a_record_behind_a_kernel(void** state) {
   (void)state;
-  signal(SIGALRM, on_alarm);
-  metrale_context_t* ctx = mt_open(NULL);
-  mt_require_host(ctx);
-  alarm(30);
+  metrale_context_t* ctx = open_watched();
   gate_t ga = {0};
-  MT_OK(metrale_module_register_host(ctx, "locks", "hold_a", held_kernel, &ga));
-  launch_job_t ja = {.ctx = ctx};
-  MT_OK(metrale_kernel_get(ctx, "locks", "hold_a", &ja.k));
-  MT_OK(metrale_stream_create(ctx, &ja.s));
+  launch_job_t ja;
+  prepare_job(&ja, ctx, "hold_a", held_kernel, &ga);
   waiter_t w = {.ctx = ctx};
   MT_OK(metrale_stream_create(ctx, &w.s));
   MT_OK(metrale_event_create(ctx, METRALE_EVENT_DISABLE_TIMING, &w.e));
 
-  pthread_t ta, tw;
-  assert_int_equal(pthread_create(&ta, NULL, launching_thread, &ja), 0);
-  while (!atomic_load(&ga.in)) usleep(100);
+  const pthread_t ta = start_job(&ja, &ga.in);
+  pthread_t tw;
   MT_OK(metrale_event_record(ctx, w.e, ja.s));
   MT_OK(metrale_stream_wait_event(ctx, ja.s, w.e)); /* its own stream: at once */
   assert_int_equal(pthread_create(&tw, NULL, waiting_thread, &w), 0);
@@ -272,20 +282,13 @@ static metrale_status_t self_waiting_kernel(const metrale_host_kernel_call_t* ca
 
 static void a_kernel_waiting_for_a_record_behind_itself_is_refused(void** state) {
   (void)state;
-  signal(SIGALRM, on_alarm);
-  metrale_context_t* ctx = mt_open(NULL);
-  mt_require_host(ctx);
-  alarm(30);
+  metrale_context_t* ctx = open_watched();
   self_wait_t p = {.w = {.ctx = ctx}};
-  MT_OK(metrale_module_register_host(ctx, "locks", "self_wait", self_waiting_kernel, &p));
-  launch_job_t j = {.ctx = ctx};
-  MT_OK(metrale_kernel_get(ctx, "locks", "self_wait", &j.k));
-  MT_OK(metrale_stream_create(ctx, &j.s));
+  launch_job_t j;
+  prepare_job(&j, ctx, "self_wait", self_waiting_kernel, &p);
   MT_OK(metrale_stream_create(ctx, &p.w.s));
   MT_OK(metrale_event_create(ctx, METRALE_EVENT_DISABLE_TIMING, &p.w.e));
-  pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, launching_thread, &j), 0);
-  while (!atomic_load(&p.in)) usleep(100);
+  const pthread_t t = start_job(&j, &p.in);
   MT_OK(metrale_event_record(ctx, p.w.e, j.s));
   atomic_store(&p.recorded, 1);
   assert_int_equal(pthread_join(t, NULL), 0);
