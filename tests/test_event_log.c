@@ -177,23 +177,28 @@ static void streams_are_named_by_handle(void** state) {
   (void)state;
   char path[256];
   log_path(path, sizeof path, "stream");
-  metrale_context_t* ctx = mt_open(NULL);
-  metrale_stream_t* s = NULL;
-  MT_OK(metrale_stream_create(ctx, &s));
-  MT_OK(metrale_event_log_open(ctx, path));
-  metrale_devptr_t p = 0;
-  MT_OK(metrale_alloc_async_at(ctx, 4096, s, "s.c", 1, &p));
-  MT_OK(metrale_free_async(ctx, p, s));
-  MT_OK(metrale_event_log_flush(ctx)); /* the file has it all before close */
-  lines_t l = read_lines(path);
-  char want[64];
-  snprintf(want, sizeof want, "\"stream\":\"0x%llx\"", (unsigned long long)(uintptr_t)s);
-  assert_non_null(find_with(&l, "\"ev\":\"alloc\"", want));
-  if (mt_pool_on(ctx)) assert_non_null(find_with(&l, "\"ev\":\"free\"", want));
-  free_lines(&l);
-  MT_OK(metrale_stream_destroy(ctx, s));
-  mt_close(ctx);
-  unlink(path);
+  /* A created stream, then a wrapped one (NULL: the host backend's stream
+   * of its own, cuda's legacy stream). */
+  for (int wrapped = 0; wrapped <= 1; ++wrapped) {
+    metrale_context_t* ctx = mt_open(NULL);
+    metrale_stream_t* s = NULL;
+    MT_OK(wrapped ? metrale_stream_wrap(ctx, NULL, &s) : metrale_stream_create(ctx, &s));
+    MT_OK(metrale_event_log_open(ctx, path));
+    metrale_devptr_t p = 0;
+    MT_OK(metrale_alloc_async_at(ctx, 4096, s, "s.c", 1, &p));
+    MT_OK(metrale_free_async(ctx, p, s));
+    MT_OK(metrale_event_log_flush(ctx)); /* the file has it all before close */
+    lines_t l = read_lines(path);
+    char want[64];
+    snprintf(want, sizeof want, "\"stream\":\"0x%llx\"", (unsigned long long)(uintptr_t)s);
+    assert_non_null(find_with(&l, "\"ev\":\"alloc\"", want));
+    if (mt_pool_on(ctx)) assert_non_null(find_with(&l, "\"ev\":\"free\"", want));
+    free_lines(&l);
+    MT_OK(metrale_stream_synchronize(ctx, s));
+    MT_OK(metrale_stream_destroy(ctx, s));
+    mt_close(ctx);
+    unlink(path);
+  }
 }
 
 static void env_variable_logs_and_destroy_sweeps(void** state) {

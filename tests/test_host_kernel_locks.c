@@ -303,6 +303,62 @@ static void a_kernel_waiting_for_a_record_behind_itself_is_refused(void** state)
   mt_close(ctx);
 }
 
+typedef struct {
+  gate_t gate;
+  metrale_context_t* ctx;
+  metrale_status_t alloc, trim;
+} trim_race_t;
+
+/* Allocates once told to: by then a trim on another thread waits for this
+ * kernel's stream. */
+static metrale_status_t allocating_when_told(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  trim_race_t* r = user;
+  atomic_store(&r->gate.in, 1);
+  while (!atomic_load(&r->gate.go)) usleep(100);
+  metrale_devptr_t p = 0;
+  r->alloc = metrale_alloc(r->ctx, 64, &p);
+  if (r->alloc == METRALE_OK) r->alloc = metrale_free(r->ctx, p);
+  return METRALE_OK;
+}
+
+static void* trimming_thread(void* arg) {
+  trim_race_t* r = arg;
+  r->trim = metrale_pool_trim(r->ctx, 0, NULL);
+  return NULL;
+}
+
+/* metrale_pool_trim waits for the frees on a stream whose host kernel runs
+ * on another thread, and that kernel allocates meanwhile: the trim waits
+ * without the pool's lock, so both complete. */
+static void a_trim_waiting_for_a_kernel_that_allocates_never_deadlocks(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_watched();
+  if (!mt_pool_on(ctx)) {
+    mt_close(ctx);
+    skip();
+  }
+  trim_race_t r = {.ctx = ctx};
+  launch_job_t j;
+  prepare_job(&j, ctx, "alloc_when_told", allocating_when_told, &r);
+  const pthread_t tk = start_job(&j, &r.gate.in);
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc_async(ctx, 4096, j.s, &p)); /* nested behind the kernel */
+  MT_OK(metrale_free_async(ctx, p, j.s));
+  pthread_t tt;
+  assert_int_equal(pthread_create(&tt, NULL, trimming_thread, &r), 0);
+  usleep(100 * 1000); /* the trim is waiting for the kernel's stream by now */
+  atomic_store(&r.gate.go, 1);
+  assert_int_equal(pthread_join(tk, NULL), 0);
+  assert_int_equal(pthread_join(tt, NULL), 0);
+  alarm(0);
+  MT_OK(j.launched);
+  MT_OK(r.alloc);
+  MT_OK(r.trim);
+  MT_OK(metrale_stream_destroy(ctx, j.s));
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(free_naming_a_busy_stream_never_waits_for_it),
@@ -310,6 +366,7 @@ int main(void) {
       cmocka_unit_test(an_earlier_records_late_stamp_never_completes_a_later_record),
       cmocka_unit_test(a_stream_waits_for_a_record_behind_a_kernel),
       cmocka_unit_test(a_kernel_waiting_for_a_record_behind_itself_is_refused),
+      cmocka_unit_test(a_trim_waiting_for_a_kernel_that_allocates_never_deadlocks),
   };
   return MT_RUN(tests);
 }

@@ -426,6 +426,12 @@ struct metrale_context {
   bool free_pooled(DevPtr ptr, metrale::core::StreamObj* st, const char* file, int line);
   DevPtr alloc_pooled(size_t bytes, metrale_alloc_kind_t kind, metrale::core::StreamObj* st,
                       const char* file, int line);
+  DevPtr alloc_pooled_retry(size_t bytes, metrale_alloc_kind_t kind,
+                            metrale::core::StreamObj* st, const char* file, int line,
+                            uint64_t seq);
+  // The ledger entry of a pooled block, in place (lock held, r ready).
+  void commit_pooled_held(metrale::core::pool::Block* b, size_t bytes, uint64_t seq,
+                          metrale::core::Ledger::Ready r, metrale_alloc_kind_t kind);
   [[gnu::cold]] std::string oom_message(size_t bytes, const char* file, int line, bool managed,
                                         bool pooled, const metrale::Error& e);
   // Captures opened through this context's API and not yet ended: while 0,

@@ -22,38 +22,57 @@ constexpr size_t kLargeAlloc = 32ull * 1024 * 1024;  // the debug line, as in me
 
 }  // namespace
 
+// Inline into alloc_pooled: the hot path makes no call for it.
+[[gnu::always_inline]] inline void metrale_context::commit_pooled_held(metrale::core::pool::Block* b, size_t bytes,
+                                         uint64_t seq, metrale::core::Ledger::Ready r,
+                                         metrale_alloc_kind_t kind) {
+  ledger_.commit_locked(b->ptr, [&](metrale::core::LedgerEntry& e) {
+    e.bytes = bytes;
+    e.reserved = b->size;
+    e.seq = seq;
+    e.site = r.site;
+    e.kind = kind;
+    e.tag = r.tag;
+    e.block = b;
+  });
+  count_alloc_held(bytes);
+}
+
 metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_alloc_kind_t kind,
                                                       metrale::core::StreamObj* st,
                                                       const char* file, int line) {
   DevPtr ptr = 0;
+  metrale::core::pool::Block* b = nullptr;
+  uint64_t seq = 0;
   try {
     std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
     // Every metrale_alloc call takes the next index, failed ones included
     // (see alloc_unlogged); under the ledger's lock, no atomic operation.
-    const uint64_t seq = seq_.load(std::memory_order_relaxed);
+    seq = seq_.load(std::memory_order_relaxed);
     seq_.store(seq + 1, std::memory_order_relaxed);
     // All that may fail on the ledger's side, before a block is taken.
     const metrale::core::Ledger::Ready r = ledger_.ready_locked(file, line);
-    metrale::core::pool::Block* b = pool_->take_binned_held(bytes, st->handle);
-    if (b == nullptr) b = device([&] { return pool_->allocate_held(bytes, st->handle); });
-    ptr = b->ptr;
-    chunk_source_->block_handed_out(ptr, bytes);
-    ledger_.commit_locked(ptr, [&](metrale::core::LedgerEntry& e) {
-      e.bytes = bytes;
-      e.reserved = b->size;
-      e.seq = seq;
-      e.site = r.site;
-      e.kind = kind;
-      e.tag = r.tag;
-      e.block = b;
-    });
-    count_alloc_held(bytes);
+    b = pool_->take_binned_held(bytes, st->handle);
+    if (b == nullptr) {
+      try {
+        // No release of the cache here: its wait would hold the lock.
+        b = device([&] { return pool_->allocate_held(bytes, st->handle, false, false); });
+      } catch (const Error& e) {
+        if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;  // else the retry below
+      }
+    }
+    if (b != nullptr) {
+      ptr = b->ptr;
+      chunk_source_->block_handed_out(ptr, bytes);
+      commit_pooled_held(b, bytes, seq, r, kind);
+    }
   } catch (const Error& e) {
     // The lock is released here: the message reads the ledger's sites.
     if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
     throw Error(METRALE_ERROR_OUT_OF_MEMORY, oom_message(bytes, file, line, false, true, e),
                 e.driver_code());
   }
+  if (ptr == 0) ptr = alloc_pooled_retry(bytes, kind, st, file, line, seq);
   if (bytes >= kLargeAlloc) [[unlikely]] {
     if (metrale::core::log().should_log(spdlog::level::debug)) {
       metrale::core::log().debug("alloc {} at {}:{} (device ptr {})", human_bytes(bytes), file,
@@ -61,6 +80,34 @@ metrale_context::DevPtr metrale_context::alloc_pooled(size_t bytes, metrale_allo
     }
   }
   return ptr;
+}
+
+// The pool had no block and no chunk without releasing its cache: the
+// retry (pool.allocate) waits for the frees without the lock, since the
+// work it waits for may be a host kernel that allocates, then releases.
+metrale_context::DevPtr metrale_context::alloc_pooled_retry(size_t bytes,
+                                                            metrale_alloc_kind_t kind,
+                                                            metrale::core::StreamObj* st,
+                                                            const char* file, int line,
+                                                            uint64_t seq) {
+  metrale::core::pool::Block* b = nullptr;
+  try {
+    b = device([&] { return pool_->allocate(bytes, st->handle); });
+  } catch (const Error& e) {
+    if (e.status() != METRALE_ERROR_OUT_OF_MEMORY) throw;
+    throw Error(METRALE_ERROR_OUT_OF_MEMORY, oom_message(bytes, file, line, false, true, e),
+                e.driver_code());
+  }
+  chunk_source_->block_handed_out(b->ptr, bytes);
+  try {
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+    commit_pooled_held(b, bytes, seq, ledger_.ready_locked(file, line), kind);
+  } catch (...) {
+    chunk_source_->block_returned(b->ptr);
+    pool_->free(b);  // a failed call keeps nothing
+    throw;
+  }
+  return b->ptr;
 }
 
 // Inline into free() and free_on() below (its only callers): no second

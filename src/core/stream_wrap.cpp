@@ -29,6 +29,7 @@ metrale_stream* metrale_context::stream_wrap(uint64_t native) {
   if (!owned && h != native) {
     if (metrale_stream* s = reuse(h)) return s;
   }
+  if (pool_) pool_->stream_born(h);  // a retired stream's value, reused
   const uint64_t key = owned ? native : h;
   uint64_t v = 0;
   try {
@@ -39,6 +40,7 @@ metrale_stream* metrale_context::stream_wrap(uint64_t native) {
       s.owns_backend = owned;
       s.native = key;
     });
+    if (StreamObj* o = streams_.find(v)) o->id = v;  // the event log names it so
     wraps_.emplace(key, Wrap{handle_from<metrale_stream>(v), 1});
   } catch (...) {
     if (v != 0) streams_.erase(v, [](StreamObj&) {});

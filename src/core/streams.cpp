@@ -38,6 +38,7 @@ uint64_t publish(Make&& make, Undo&& undo) {
 metrale_stream* metrale_context::stream_create() {
   fault_.check();
   StreamHandle h = device([&] { return backend_->stream_create(); });
+  if (pool_) pool_->stream_born(h);  // a retired stream's value, reused
   uint64_t v = publish(
       [&] {
         return streams_.insert([&](StreamObj& s) {

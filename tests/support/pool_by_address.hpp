@@ -62,6 +62,7 @@ class PoolByAddress {
   PoolStats stats() const { return pool_.stats(); }
   void reset_peak() { pool_.reset_peak(); }
   void retire_stream(StreamId gone, StreamId heir) { pool_.retire_stream(gone, heir); }
+  void stream_born(StreamId s) { pool_.stream_born(s); }
 
  private:
   Block* take(DevPtr p) {

@@ -13,8 +13,7 @@ CachingPool::CachingPool(ChunkSource& source, FastMutex* shared_lock)
 
 CachingPool::~CachingPool() {
   try {
-    promote_pending(true);
-    for (auto& kv : streams_) kv.second->wait_all(src_);
+    settle_held();
   } catch (...) {
     // A lost device: give the memory back regardless.
   }
@@ -39,8 +38,12 @@ CachingPool::~CachingPool() {
 }
 
 StreamState& CachingPool::state_for_slow(StreamId s) {
-  auto& slot = streams_[s];
-  if (!slot) slot = std::make_unique<StreamState>(s);
+  auto it = streams_.find(s);
+  if (it == streams_.end()) {
+    refuse_retired(s);
+    it = streams_.emplace(s, std::make_unique<StreamState>(s)).first;
+  }
+  auto& slot = it->second;
   last_stream_ = s;
   last_state_ = slot.get();
   return *slot;
@@ -132,6 +135,7 @@ Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId 
                                           " bytes (a first try, nothing released)");
   }
   if (base == 0) {
+    settle_held();  // the lock held: see allocate
     released = release_cached(0);
     base = src_.chunk_alloc(csize);
   }
@@ -185,6 +189,15 @@ Block* CachingPool::split(Block* b, size_t size, StreamState& owner) {
 }
 
 Block* CachingPool::allocate(size_t bytes, StreamId stream, bool capturing) {
+  try {
+    std::lock_guard<FastMutex> lock(mu_);
+    return allocate_held(bytes, stream, capturing, false);
+  } catch (const Error& e) {
+    if (e.status() != METRALE_ERROR_OUT_OF_MEMORY || bytes > kMaxRequest) throw;
+  }
+  // Out of memory: the frees waited for without the lock (pool_settle.cpp),
+  // then the retry that releases the cache.
+  settle(0);
   std::lock_guard<FastMutex> lock(mu_);
   return allocate_held(bytes, stream, capturing);
 }
@@ -295,6 +308,7 @@ void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
   if (stream != b->stream) {
     refuse_capturing_use(b, stream);  // before the block changes: CAPTURE acts on nothing
     if (std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
+      refuse_retired(stream);
       b->uses.push_back(stream);
     }
     stream = b->stream;
@@ -397,6 +411,7 @@ void CachingPool::record_stream(Block* b, StreamId stream) {
 void CachingPool::record_stream_held(Block* b, StreamId stream) {
   if (stream != b->stream &&
       std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
+    refuse_retired(stream);
     b->uses.push_back(stream);
   }
 }

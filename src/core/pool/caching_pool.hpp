@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/fast_mutex.hpp"
@@ -152,6 +153,8 @@ class CachingPool {
   // its cached blocks and the blocks allocated on it to `heir`, and forgets
   // it (a backend may reuse the handle value for a new stream).
   void retire_stream(StreamId gone, StreamId heir);
+  // A new stream got handle s: a backend may reuse a retired stream's value.
+  void stream_born(StreamId s);
   // Gives whole free chunks back, largest first, until at most keep_bytes
   // are cached. Waits for the events of pending frees first. Returns the
   // bytes given back.
@@ -177,6 +180,13 @@ class CachingPool {
     return state_for_slow(s);
   }
   StreamState& state_for_slow(StreamId s);
+  // INVALID_ARGUMENT when s was retired lately: a call that raced the
+  // retirement (its stream destroyed under it) must not bring the dead
+  // handle back into the pool, where later calls would hand it to the
+  // backend. The newest kRetiredKept retirements are remembered.
+  void refuse_retired(StreamId s) const;
+  static constexpr size_t kRetiredKept = 4096;
+  void remember_retired_held(StreamId s);
   // capturing_use_of with the lock held, `also` (a freeing stream) counted
   // as a use; refuse_: CAPTURE when there is one.
   StreamId capturing_use(const Block* b, StreamId also) const;
@@ -232,6 +242,17 @@ class CachingPool {
     return b->pattern.known() ? checked_bin_cap_ : ReuseBins::kMaxPerBin;
   }
   void promote_pending(bool wait);
+  // Waits until the frees made so far (on `only`, or on every stream, and
+  // the pending ones) are known complete, without the lock (call it
+  // unlocked); settle_held: the same with the lock held, blocking on the
+  // events the pool already has (the out-of-memory retry inside a held
+  // allocation, the destroy). Streams that capture are skipped.
+  void settle(StreamId only);
+  // A stream state, a block's stream or a block's use names s.
+  bool names_stream_held(StreamId s) const;
+  void settle_held();
+  // Gives back whole free chunks whose frees are known complete, until at
+  // most keep_bytes stay cached. Never blocks: settle first.
   size_t release_cached(size_t keep_bytes);
 
   ChunkSource& src_;
@@ -245,7 +266,9 @@ class CachingPool {
   std::vector<std::unique_ptr<Chunk>> chunks_;
   std::deque<Block> block_storage_;
   std::vector<Block*> spare_blocks_;
-  std::vector<EventId> spare_events_;  // for record_stream frees
+  std::vector<EventId> spare_events_;  // for record_stream frees and settle
+  std::unordered_set<StreamId> retired_;
+  std::deque<StreamId> retired_order_;  // oldest first
   uint64_t chunk_serial_ = 0;
   PoolStats st_;  // reserved, in_use, requested, peak, chunk counts, blocks
   UncheckedSink* sink_ = nullptr;

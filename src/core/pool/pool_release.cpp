@@ -1,8 +1,9 @@
 // Giving cached chunks back: trim(keep_bytes) and the out-of-memory path.
-// Both wait for the events that cover the frees first (the only blocking
-// event calls of the pool), then release whole free chunks, largest first
-// (ties: oldest first): the fewest source calls reach the goal, and the
-// 2 MiB chunks that serve the frequent small sizes stay cached longest.
+// Both wait for the frees first (pool_settle.cpp: the only blocking event
+// calls of the pool; trim's without the lock), then release whole chunks
+// whose blocks are all free and known complete, largest first (ties: oldest
+// first): the fewest source calls reach the goal, and the 2 MiB chunks that
+// serve the frequent small sizes stay cached longest.
 #include <algorithm>
 
 #include "core/pool/caching_pool.hpp"
@@ -11,16 +12,17 @@ namespace metrale::core::pool {
 
 size_t CachingPool::release_cached(size_t keep_bytes) {
   if (st_.reserved - st_.in_use <= keep_bytes) return 0;
-  promote_pending(true);
+  // No wait here: a free made since the settle (another thread's) or on a
+  // stream that captures keeps its chunk cached.
   for (auto& kv : streams_) {
     flush_bins(*kv.second);
-    kv.second->wait_all(src_);
+    kv.second->ready_epoch(src_);
   }
   std::vector<Chunk*> whole;
   for (auto& c : chunks_) {
     bool all_free = true;
     for (Block* b = c->first; b != nullptr; b = b->next) {
-      if (b->state != BlockState::FREE) {
+      if (b->state != BlockState::FREE || b->epoch > state_for(b->stream).done()) {
         all_free = false;
         break;
       }
@@ -52,6 +54,11 @@ size_t CachingPool::release_cached(size_t keep_bytes) {
 }
 
 size_t CachingPool::trim(size_t keep_bytes) {
+  {
+    std::lock_guard<FastMutex> lock(mu_);
+    if (st_.reserved - st_.in_use <= keep_bytes) return 0;
+  }
+  settle(0);
   std::lock_guard<FastMutex> lock(mu_);
   return release_cached(keep_bytes);
 }

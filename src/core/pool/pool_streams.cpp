@@ -3,35 +3,76 @@
 // it ran is waited for first, so what it freed or used is safe for anyone.
 #include <algorithm>
 #include <exception>
+#include <string>
 
+#include "backend/error.hpp"
 #include "core/pool/caching_pool.hpp"
 
 namespace metrale::core::pool {
 
-void CachingPool::retire_stream(StreamId gone, StreamId heir) {
+void CachingPool::remember_retired_held(StreamId s) {
+  if (!retired_.insert(s).second) return;
+  retired_order_.push_back(s);
+  if (retired_order_.size() > kRetiredKept) {
+    retired_.erase(retired_order_.front());
+    retired_order_.pop_front();
+  }
+}
+
+void CachingPool::refuse_retired(StreamId s) const {
+  if (retired_.count(s) != 0) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         "pool: stream " + std::to_string(s) +
+             " was destroyed (by another thread, during this call)");
+  }
+}
+
+void CachingPool::stream_born(StreamId s) {
   std::lock_guard<FastMutex> lock(mu_);
-  auto it = streams_.find(gone);
-  // One event at the end of `gone` covers its frees and every use of a
-  // block on it (record_stream): after the wait nothing there is running.
-  bool used = it != streams_.end();
-  for (auto& c : chunks_) {
-    for (Block* b = c->first; b != nullptr && !used; b = b->next) {
-      used = b->stream == gone ||
-             std::find(b->uses.begin(), b->uses.end(), gone) != b->uses.end();
+  if (retired_.erase(s) != 0) {
+    retired_order_.erase(std::find(retired_order_.begin(), retired_order_.end(), s));
+  }
+}
+
+bool CachingPool::names_stream_held(StreamId s) const {
+  if (streams_.find(s) != streams_.end()) return true;
+  for (const auto& c : chunks_) {
+    for (const Block* b = c->first; b != nullptr; b = b->next) {
+      if (b->stream == s || std::find(b->uses.begin(), b->uses.end(), s) != b->uses.end()) {
+        return true;
+      }
     }
   }
-  if (!used) return;
-  StreamState& g = state_for(gone);
-  flush_bins(g);
-  g.next_epoch();  // so that cover_frees records even with no free counted
+  return false;
+}
+
+void CachingPool::retire_stream(StreamId gone, StreamId heir) {
+  // Its work waited for without the lock first (pool_settle.cpp); the wait
+  // below then covers only frees made on it meanwhile.
   // A failed wait (a lost device) still forgets the stream below: its handle
   // dies with it, and a block's uses or a stream state naming it would reach
   // the driver later with a dangling stream. The error is rethrown after.
   std::exception_ptr failed;
   try {
-    g.wait_all(src_);
+    settle(gone);
   } catch (...) {
     failed = std::current_exception();
+  }
+  std::lock_guard<FastMutex> lock(mu_);
+  // One event at the end of `gone` covers its frees and every use of a
+  // block on it (record_stream): after the wait nothing there is running.
+  if (!names_stream_held(gone)) {
+    remember_retired_held(gone);
+    if (failed) std::rethrow_exception(failed);
+    return;
+  }
+  StreamState& g = state_for(gone);
+  flush_bins(g);
+  g.next_epoch();  // so that cover_frees records even with no free counted
+  try {
+    g.wait_all(src_);
+  } catch (...) {
+    if (!failed) failed = std::current_exception();
   }
   std::vector<Block*> cached;
   for (auto& c : chunks_) {
@@ -56,6 +97,7 @@ void CachingPool::retire_stream(StreamId gone, StreamId heir) {
   streams_.erase(gone);
   last_state_ = nullptr;
   last_stream_ = 0;
+  remember_retired_held(gone);  // last: state_for above would refuse it
   if (failed != nullptr) std::rethrow_exception(failed);
 }
 

@@ -43,6 +43,15 @@ void StreamState::wait_all(ChunkSource& src) {
   }
 }
 
+void StreamState::mark_done(uint64_t epoch) {
+  if (epoch > done_) done_ = epoch;
+  if (epoch > recorded_) recorded_ = epoch;
+  while (!in_flight_.empty() && in_flight_.front().epoch <= done_) {
+    spare_events_.push_back(in_flight_.front().event);
+    in_flight_.pop_front();
+  }
+}
+
 void StreamState::release_events(ChunkSource& src) {
   // Every event is given back even when one destroy fails (a lost device):
   // the state is forgotten right after.

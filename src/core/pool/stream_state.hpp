@@ -46,6 +46,13 @@ class StreamState {
   void cover_frees(ChunkSource& src);
   // Blocks until every free so far is covered by a completed event.
   void wait_all(ChunkSource& src);
+  // The free count now, and the newest epoch known complete (no polling).
+  uint64_t free_count() const { return free_count_; }
+  uint64_t done() const { return done_; }
+  // An event of the caller's, recorded when the free count was `epoch`,
+  // has completed: the frees it covers are safe for anyone, and the
+  // events in flight it covers go back to the spares.
+  void mark_done(uint64_t epoch);
   // Destroys the events this stream holds.
   void release_events(ChunkSource& src);
 

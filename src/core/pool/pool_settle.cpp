@@ -1,0 +1,91 @@
+// Waiting for the frees a release needs complete (trim, the out-of-memory
+// retry, a stream's retirement, the destroy).
+//
+// settle() waits with the pool's lock released: the work it waits for may
+// be a host kernel (host backend) that allocates, i.e. waits for that lock,
+// and every other thread's allocations would otherwise stop for as long as
+// the device is busy. Under the lock it records an event of its own on each
+// stream with frees not yet known complete and takes the events pending
+// frees wait for; then it waits for them unlocked and, locked again, marks
+// what they covered as complete. The pool's spare events it uses are never
+// destroyed before the pool is, so a concurrent call may at worst re-record
+// one (a longer wait, never a dangling one).
+//
+// A stream that captures gets no event (it would join the graph): its frees
+// since its last completed event stay cached (release_cached skips them).
+#include "core/pool/caching_pool.hpp"
+
+namespace metrale::core::pool {
+
+void CachingPool::settle(StreamId only) {
+  struct Cover {
+    StreamId stream;
+    uint64_t epoch;
+    EventId event;
+  };
+  std::vector<Cover> covers;
+  std::vector<EventId> waits;
+  {
+    std::lock_guard<FastMutex> lock(mu_);
+    auto cover = [&](StreamId id, uint64_t epoch) {
+      if (src_.stream_capturing(id)) return;
+      EventId e = 0;
+      if (!spare_events_.empty()) {
+        e = spare_events_.back();
+        spare_events_.pop_back();
+      } else {
+        e = src_.event_create();
+      }
+      try {
+        src_.event_record(e, id);
+        covers.push_back({id, epoch, e});
+      } catch (...) {
+        spare_events_.push_back(e);
+        throw;
+      }
+    };
+    if (only != 0) {
+      // A stream about to retire: all its work, uses of others' blocks too.
+      if (names_stream_held(only)) {
+        auto it = streams_.find(only);
+        cover(only, it != streams_.end() ? it->second->free_count() : 0);
+      }
+    } else {
+      for (auto& kv : streams_) {
+        StreamState& s = *kv.second;
+        if (s.ready_epoch(src_) != s.free_count()) cover(s.id(), s.free_count());
+      }
+      for (const Block* b : pending_) waits.insert(waits.end(), b->pending_events.begin(),
+                                                   b->pending_events.end());
+    }
+  }
+  // Every event goes back to the spares, waited for or not (a failed wait:
+  // a lost device).
+  auto give_back = [&] {
+    std::lock_guard<FastMutex> lock(mu_);
+    for (const Cover& c : covers) spare_events_.push_back(c.event);
+  };
+  try {
+    for (const Cover& c : covers) src_.event_wait(c.event);
+    for (EventId e : waits) src_.event_wait(e);
+  } catch (...) {
+    give_back();
+    throw;
+  }
+  std::lock_guard<FastMutex> lock(mu_);
+  for (const Cover& c : covers) {
+    auto it = streams_.find(c.stream);
+    if (it != streams_.end()) it->second->mark_done(c.epoch);  // unless retired meanwhile
+    spare_events_.push_back(c.event);
+  }
+  promote_pending(false);
+}
+
+void CachingPool::settle_held() {
+  promote_pending(true);
+  for (auto& kv : streams_) {
+    if (!src_.stream_capturing(kv.second->id())) kv.second->wait_all(src_);
+  }
+}
+
+}  // namespace metrale::core::pool
