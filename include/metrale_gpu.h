@@ -1578,7 +1578,9 @@ metrale_status_t metrale_event_destroy(metrale_context_t* ctx, metrale_event_t* 
  *  behind a host kernel running on another stream is reached (none in a
  *  capture or on the record's own stream). Statuses: INVALID_ARGUMENT (bad
  *  handles; host: called from the kernel that record waits behind),
- *  CONTEXT_LOST. Thread-safe. */
+ *  UNSUPPORTED (host: the event's latest record is in a capture and
+ *  `stream` is not capturing; cuda joins `stream` to that capture, the
+ *  host backend's captures record one stream), CONTEXT_LOST. Thread-safe. */
 metrale_status_t metrale_stream_wait_event(metrale_context_t* ctx, metrale_stream_t* stream,
                                            metrale_event_t* event);
 /** Milliseconds between two recorded timing events. INVALID_ARGUMENT when

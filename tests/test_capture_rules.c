@@ -452,6 +452,36 @@ static void graph_launch_into_a_capture_is_refused(void** state) {
   mt_close(ctx);
 }
 
+/* cuda joins a stream that waits for an event recorded in a capture to
+ * that capture (fork/join); the host backend's captures record one stream,
+ * so the wait is refused instead of letting the branch run once, now, and
+ * never at replay. After a replay the event is an ordinary one again. */
+static void host_fork_from_a_capture_is_unsupported(void** state) {
+  (void)state;
+  metrale_context_t* ctx = mt_open(NULL);
+  mt_require_host(ctx);
+  metrale_stream_t *s = NULL, *s2 = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  MT_OK(metrale_stream_create(ctx, &s2));
+  metrale_event_t* fork = NULL;
+  MT_OK(metrale_event_create(ctx, METRALE_EVENT_DISABLE_TIMING, &fork));
+  MT_OK(metrale_graph_begin_capture(ctx, s));
+  MT_OK(metrale_event_record(ctx, fork, s));
+  MT_STATUS(metrale_stream_wait_event(ctx, s2, fork), METRALE_ERROR_UNSUPPORTED);
+  assert_non_null(strstr(metrale_last_error_message(), "fork/join"));
+  MT_OK(metrale_stream_wait_event(ctx, s, fork)); /* within the capture: fine */
+  metrale_graph_t* g = NULL;
+  MT_OK(metrale_graph_end_capture(ctx, s, &g));
+  MT_STATUS(metrale_stream_wait_event(ctx, s2, fork), METRALE_ERROR_UNSUPPORTED);
+  MT_OK(metrale_graph_launch(ctx, g, s));
+  MT_OK(metrale_stream_wait_event(ctx, s2, fork)); /* stamped by the replay */
+  MT_OK(metrale_graph_destroy(ctx, g));
+  MT_OK(metrale_event_destroy(ctx, fork));
+  MT_OK(metrale_stream_destroy(ctx, s));
+  MT_OK(metrale_stream_destroy(ctx, s2));
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(waiting_calls_are_refused_before_recording),
@@ -465,6 +495,7 @@ int main(void) {
       cmocka_unit_test(backend_refused_timed_launch_lists_no_timing),
       cmocka_unit_test(redzone_alloc_in_a_capture_records_nothing),
       cmocka_unit_test(graph_launch_into_a_capture_is_refused),
+      cmocka_unit_test(host_fork_from_a_capture_is_unsupported),
   };
   return MT_RUN(tests);
 }

@@ -149,6 +149,15 @@ float HostBackend::event_elapsed_ms(EventHandle start, EventHandle end) {
 void HostBackend::stream_wait_event(StreamHandle s, EventHandle e) {
   std::shared_ptr<HostStream> stream = usable_stream(s);
   std::shared_ptr<HostEvent> event = events_.get(e);
+  if (!stream->capturing && event->in_capture()) {
+    // On cuda the wait joins the stream to the capture (fork/join); here a
+    // capture records one stream's ops, so the joined work would run now
+    // and never replay.
+    fail(METRALE_ERROR_UNSUPPORTED,
+         "host backend: the event's latest record is in a capture, and a stream that is not "
+         "capturing cannot join it (fork/join capture is not supported on the host backend; "
+         "capture the work on one stream)");
+  }
   if (stream->capturing || event->pending_on() == stream) return;
   wait_for_latest_record(*event, "stream wait event");
 }

@@ -55,6 +55,7 @@ struct HostEvent {
     when = now;
     recorded = true;
     pending.reset();
+    captured = false;
   }
 
   // A record on `on`, pending (not complete for event_query) until its
@@ -64,6 +65,7 @@ struct HostEvent {
   uint64_t begin_record(std::shared_ptr<HostStream> on) {
     std::lock_guard<std::mutex> lock(mutex);
     pending = std::move(on);
+    captured = false;
     return ++records;
   }
   void stamp_record(uint64_t n) {
@@ -77,7 +79,15 @@ struct HostEvent {
   // Record n went into a capture instead: nothing pending (as before).
   void end_record_unstamped(uint64_t n) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (n == records) pending.reset();
+    if (n == records) {
+      pending.reset();
+      captured = true;
+    }
+  }
+  // The latest record went into a capture (not replayed since).
+  bool in_capture() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return captured;
   }
   std::shared_ptr<HostStream> pending_on() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -96,6 +106,7 @@ struct HostEvent {
   bool recorded = false;                       // under mutex
   std::shared_ptr<HostStream> pending;         // under mutex
   uint64_t records = 0;                        // under mutex
+  bool captured = false;                       // under mutex
   std::chrono::steady_clock::time_point when;  // under mutex
 };
 
