@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"runtime"
+	"sort"
 	"sync"
 	"unsafe"
 )
@@ -54,6 +55,10 @@ func (c *Context) alloc(bytes uint64, file string, line int, managed bool) (*Buf
 	f := C.CString(file)
 	defer freeC(f)
 	var ptr C.metrale_devptr_t
+	if c != nil {
+		c.sweepGate.RLock()
+		defer c.sweepGate.RUnlock()
+	}
 	err := c.with(func(raw *C.metrale_context_t) error {
 		var msg *C.char
 		if managed {
@@ -65,6 +70,7 @@ func (c *Context) alloc(bytes uint64, file string, line int, managed bool) (*Buf
 		return nil, err
 	}
 	b := &Buffer{ctx: c, ptr: DevPtr(ptr), size: bytes, file: file, line: line}
+	c.buffers.Add(1)
 	runtime.SetFinalizer(b, (*Buffer).finalize)
 	return b, nil
 }
@@ -92,6 +98,41 @@ func (b *Buffer) hold() (C.metrale_devptr_t, func(), error) {
 		return 0, nil, closedError("the buffer")
 	}
 	return C.metrale_devptr_t(b.ptr), b.mu.RUnlock, nil
+}
+
+// holdBuffers holds each of bufs (see hold) and gives their pointers in
+// bufs' order. A buffer named twice is held once, and they are taken in
+// address order: a second read lock, or two calls taking the same pair in
+// opposite orders, could wait behind a Close waiting in between.
+func holdBuffers(bufs []*Buffer) ([]C.metrale_devptr_t, func(), error) {
+	order := append([]*Buffer(nil), bufs...)
+	sort.Slice(order, func(i, j int) bool {
+		return uintptr(unsafe.Pointer(order[i])) < uintptr(unsafe.Pointer(order[j]))
+	})
+	held := make(map[*Buffer]C.metrale_devptr_t, len(order))
+	var releases []func()
+	release := func() {
+		for i := len(releases) - 1; i >= 0; i-- {
+			releases[i]()
+		}
+	}
+	for _, b := range order {
+		if _, ok := held[b]; ok {
+			continue
+		}
+		ptr, rel, err := b.hold()
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		held[b] = ptr
+		releases = append(releases, rel)
+	}
+	ptrs := make([]C.metrale_devptr_t, len(bufs))
+	for i, b := range bufs {
+		ptrs[i] = held[b]
+	}
+	return ptrs, release, nil
 }
 
 // withStream runs f with the buffer and stream s held, then the context.
@@ -217,25 +258,14 @@ func (b *Buffer) CopyFrom(src *Buffer) error {
 	if err := b.fits(src.size, "CopyFrom"); err != nil {
 		return err
 	}
-	sp, releaseS, err := src.hold()
+	ptrs, release, err := holdBuffers([]*Buffer{src, b})
 	if err != nil {
 		return err
 	}
-	defer releaseS()
-	if src == b { // one read lock is enough (a second could wait behind a Close)
-		return b.ctx.with(func(raw *C.metrale_context_t) error {
-			var msg *C.char
-			return result(C.mg_copy_d2d(&msg, raw, sp, sp, C.size_t(src.size)), msg)
-		})
-	}
-	dp, releaseD, err := b.hold()
-	if err != nil {
-		return err
-	}
-	defer releaseD()
+	defer release()
 	return b.ctx.with(func(raw *C.metrale_context_t) error {
 		var msg *C.char
-		return result(C.mg_copy_d2d(&msg, raw, sp, dp, C.size_t(src.size)), msg)
+		return result(C.mg_copy_d2d(&msg, raw, ptrs[0], ptrs[1], C.size_t(src.size)), msg)
 	})
 }
 
@@ -281,6 +311,10 @@ func (b *Buffer) Close() error {
 		var msg *C.char
 		return result(C.mg_free(&msg, raw, C.metrale_devptr_t(b.ptr)), msg)
 	})
+	if b.ctx != nil { // nil in a zero Buffer, which counted nothing
+		// Only after the free: a sweep in between would free the memory first.
+		b.ctx.buffers.Add(-1)
+	}
 	if e, ok := err.(*Error); ok && e.closed {
 		return nil
 	}

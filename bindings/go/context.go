@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -96,6 +97,14 @@ type Context struct {
 	aux      sync.Mutex
 	streams  map[*C.metrale_stream_t]struct{}
 	captures map[*C.metrale_stream_t][]*Buffer
+
+	// buffers counts the Buffers not yet closed (nor finalized), which
+	// SweepUnreleased must not free under. sweepGate is held for reading
+	// while a Buffer is allocated and counted, for writing while a sweep
+	// checks the count and runs: an allocation on another goroutine
+	// meanwhile is never swept before its Buffer is counted.
+	buffers   atomic.Int64
+	sweepGate sync.RWMutex
 }
 
 // NewContext creates a context; opts nil means DefaultOptions().

@@ -125,6 +125,8 @@ func (b *Buffer) finalize() {
 		outcome = "the garbage collector freed it"
 		return nil
 	})
+	// After the free, as in Close.
+	b.ctx.buffers.Add(-1)
 	if err != nil { // the context was closed first and freed it
 		return
 	}

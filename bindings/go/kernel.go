@@ -146,18 +146,21 @@ type LaunchConfig struct {
 
 // Launch packs args (see Pack) and launches the kernel with their layout,
 // which the library checks against the kernel's (see LaunchPackedLayout).
+// A Close of a *Buffer argument waits until the library has the launch.
 func (k *Kernel) Launch(cfg LaunchConfig, args ...interface{}) error {
 	packed, err := Pack(args...)
 	if err != nil {
 		return err
 	}
 	var bufs []*Buffer
-	for _, a := range args {
+	var at []uint64
+	for i, a := range args {
 		if b, ok := a.(*Buffer); ok {
 			bufs = append(bufs, b)
+			at = append(at, packed.Offsets[i])
 		}
 	}
-	return k.launchLayout(cfg, packed, bufs)
+	return k.launchLayout(cfg, packed, bufs, at)
 }
 
 // LaunchPacked launches with an argument buffer already laid out; the

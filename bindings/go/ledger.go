@@ -209,8 +209,25 @@ func (c *Context) ChunkSlackBytes() (uint64, error) {
 	})
 }
 
-// SweepUnreleased frees every live ledger allocation and says how many.
+// SweepUnreleased frees every live ledger allocation that no open Buffer
+// owns (made through C, or left by a finalizer that could not free it),
+// logs their sites and says how many there were. While any Buffer of this
+// context is open (not closed, nor finalized) it frees nothing and returns
+// an error matching ErrInvalidArgument: the sweep would free memory the
+// Buffer still uses, and the pool would hand it to the next Alloc too.
+// Close the Buffers first; Context.Close frees and names everything.
+// Allocations on the context wait for a sweep to return, so a log callback
+// must not allocate on it from a line the sweep logs (it would wait forever).
 func (c *Context) SweepUnreleased() (uint64, error) {
+	if c == nil {
+		return 0, closedError("a nil context")
+	}
+	c.sweepGate.Lock()
+	defer c.sweepGate.Unlock()
+	if n := c.buffers.Load(); n > 0 {
+		return 0, argError("SweepUnreleased: %d Buffer(s) of this context are still open; "+
+			"the sweep frees only memory no Buffer owns (close them first)", n)
+	}
 	return c.sizeQuery(func(r *C.metrale_context_t, m **C.char, n *C.size_t) C.metrale_status_t {
 		return C.mg_sweep_unreleased(m, r, n)
 	})

@@ -54,7 +54,13 @@ var (
 // restores stderr. f may run on any goroutine's thread, concurrently. It may
 // call this package (lines those calls log go to stderr, not back into f),
 // except SetLogCallback (it waits for f to return) and Context.Close (the
-// library refuses a destroy from inside the callback).
+// library refuses a destroy from inside the callback). f runs inside the
+// call that logged the line, which holds its context (and its handles)
+// for reading; a call of f on that context or handle reads them again, and
+// if a Close of either is waiting on another goroutine, the second read
+// waits for the Close, which waits for the first: a deadlock. Where a
+// Close may run concurrently, let f hand such calls to another goroutine
+// rather than make them itself.
 func SetLogCallback(f func(level LogLevel, message string)) {
 	var h cgo.Handle
 	if f != nil {

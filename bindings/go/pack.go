@@ -212,12 +212,15 @@ func (k *Kernel) useKernel(f func(raw *C.metrale_context_t) error) error {
 // where it knows them (ErrInvalidArgument naming the first that differs,
 // nothing launched). Launch goes through it.
 func (k *Kernel) LaunchPackedLayout(cfg LaunchConfig, p Packed) error {
-	return k.launchLayout(cfg, p, nil)
+	return k.launchLayout(cfg, p, nil, nil)
 }
 
 // launchLayout is LaunchPackedLayout noting bufs for an active capture (the
-// graph keeps them reachable).
-func (k *Kernel) launchLayout(cfg LaunchConfig, p Packed, bufs []*Buffer) error {
+// graph keeps them reachable). Each of bufs is held until the library
+// returns, and its pointer written again at its offset in at (Pack read it
+// without holding it): a Close meanwhile would free memory the kernel runs
+// on, so it waits, or the launch fails with ErrClosed.
+func (k *Kernel) launchLayout(cfg LaunchConfig, p Packed, bufs []*Buffer, at []uint64) error {
 	if k == nil {
 		return closedError("a nil kernel")
 	}
@@ -244,7 +247,21 @@ func (k *Kernel) launchLayout(cfg LaunchConfig, p Packed, bufs []*Buffer) error 
 	for i := 0; i < n; i++ {
 		o[i], s[i] = C.size_t(p.Offsets[i]), C.size_t(p.Sizes[i])
 	}
-	return cfg.Stream.use(k.ctx, func(raw *C.metrale_context_t, st *C.metrale_stream_t) error {
+	// The stream, then the buffers, then the context: Buffer.withStream's order.
+	st, releaseS, err := cfg.Stream.hold(k.ctx)
+	if err != nil {
+		return err
+	}
+	defer releaseS()
+	ptrs, releaseB, err := holdBuffers(bufs)
+	if err != nil {
+		return err
+	}
+	defer releaseB()
+	for i, ptr := range ptrs {
+		*(*C.metrale_devptr_t)(unsafe.Add(args, at[i])) = ptr
+	}
+	return k.ctx.with(func(raw *C.metrale_context_t) error {
 		var msg *C.char
 		if err := result(C.mg_launch_packed_layout(&msg, raw, k.raw, cfg.Grid.c(), cfg.Block.c(),
 			C.uint32_t(cfg.SharedBytes), st, args, C.size_t(len(p.Bytes)), offsets, sizes, C.size_t(n)), msg); err != nil {

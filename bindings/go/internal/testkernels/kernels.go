@@ -5,7 +5,9 @@ package testkernels
 
 /*
 #include <metrale_gpu.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 static metrale_status_t fill_u32(const metrale_host_kernel_call_t* call, void* user) {
   (void)user;
@@ -40,7 +42,27 @@ static metrale_status_t mixed_params(const metrale_host_kernel_call_t* call, voi
   return METRALE_OK;
 }
 
+static atomic_int slow_fill_state; // 0 idle, 1 running, 2 done
+
+// slow_fill(uint8_t* p, uint32_t value, uint64_t n): says it started,
+// sleeps 200 ms (long enough for a Close on another goroutine to act),
+// writes n bytes of value, then says it is done.
+static metrale_status_t slow_fill(const metrale_host_kernel_call_t* call, void* user) {
+  (void)user;
+  uint8_t* p = *(uint8_t* const*)call->params[0];
+  uint32_t value = *(const uint32_t*)call->params[1];
+  uint64_t n = *(const uint64_t*)call->params[2];
+  atomic_store(&slow_fill_state, 1);
+  usleep(200000);
+  memset(p, (int)(uint8_t)value, n);
+  atomic_store(&slow_fill_state, 2);
+  return METRALE_OK;
+}
+
 static void* fill_u32_ptr(void) { return (void*)fill_u32; }
+static void* slow_fill_ptr(void) { return (void*)slow_fill; }
+static int slow_fill_get(void) { return atomic_load(&slow_fill_state); }
+static void slow_fill_reset(void) { atomic_store(&slow_fill_state, 0); }
 static void* overflow_write_ptr(void) { return (void*)overflow_write; }
 static void* mixed_params_ptr(void) { return (void*)mixed_params; }
 */
@@ -57,6 +79,20 @@ func OverflowWrite() unsafe.Pointer { return C.overflow_write_ptr() }
 
 // MixedParams is mixed_params(u8, u16, u32, u64, f32, f64, i8, u64* out).
 func MixedParams() unsafe.Pointer { return C.mixed_params_ptr() }
+
+// SlowFill is slow_fill(uint8_t* p, uint32_t value, uint64_t n), sizes
+// 8, 4, 8 (parameters after these are ignored): sleeps 200 ms, then writes
+// n bytes of value at p.
+func SlowFill() unsafe.Pointer { return C.slow_fill_ptr() }
+
+// SlowFillStarted reports whether slow_fill began since SlowFillReset.
+func SlowFillStarted() bool { return C.slow_fill_get() >= 1 }
+
+// SlowFillDone reports whether slow_fill returned since SlowFillReset.
+func SlowFillDone() bool { return C.slow_fill_get() == 2 }
+
+// SlowFillReset clears SlowFillStarted and SlowFillDone.
+func SlowFillReset() { C.slow_fill_reset() }
 
 // FillU32Sizes and MixedParamsSizes are the kernels' parameter sizes.
 var (

@@ -50,7 +50,7 @@ static SINK: RwLock<Option<Sink>> = RwLock::new(None);
 
 unsafe extern "C" fn trampoline(level: sys::metrale_log_level_t, message: *const c_char, _user: *mut c_void) {
     // A panic must not unwind into C: it is caught and the line dropped.
-    let _ = catch_unwind(AssertUnwindSafe(|| {
+    let caught = catch_unwind(AssertUnwindSafe(|| {
         if message.is_null() {
             return;
         }
@@ -60,6 +60,14 @@ unsafe extern "C" fn trampoline(level: sys::metrale_log_level_t, message: *const
             sink(Level::from_raw(level), &text);
         }
     }));
+    if let Err(payload) = caught {
+        // The payload's own Drop may panic (`panic_any` takes any value),
+        // and that panic must not unwind into C either; a payload that
+        // panics again is leaked rather than dropped a second time.
+        if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            std::mem::forget(again);
+        }
+    }
 }
 
 /// Sends every log line of the library to `f` instead of stderr. `f` may
@@ -72,15 +80,22 @@ pub fn set_log_callback<F>(f: F)
 where
     F: Fn(Level, &str) + Send + Sync + 'static,
 {
-    *SINK.write().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(f));
+    let old = std::mem::replace(&mut *SINK.write().unwrap_or_else(PoisonError::into_inner), Some(Box::new(f)));
     // SAFETY: the trampoline is a valid fn for the library's whole lifetime.
     unsafe { sys::metrale_log_set_callback(Some(trampoline), std::ptr::null_mut()) };
+    // Dropped only now, outside the lock: the old closure may own the last
+    // handle of a context, whose destroy logs through the trampoline, which
+    // takes SINK for reading.
+    drop(old);
 }
 
 /// Restores logging to stderr and drops the closure.
 pub fn clear_log_callback() {
     unsafe { sys::metrale_log_set_callback(None, std::ptr::null_mut()) };
-    *SINK.write().unwrap_or_else(PoisonError::into_inner) = None;
+    let old = SINK.write().unwrap_or_else(PoisonError::into_inner).take();
+    // Outside the lock, as in `set_log_callback`: another thread may have
+    // set a callback again by the time the old closure's context logs.
+    drop(old);
 }
 
 /// Sets the level for every context (`METRALE_LOG` sets it too).
