@@ -284,6 +284,37 @@ static void capture_allocs_fresh_memory_and_defers_frees(void** state) {
   mt_close(ctx);
 }
 
+/* metrale_pool_trim while a stream captures, with frees on it not known
+ * complete: no event may be recorded on that stream (it would join the
+ * graph, and a wait for it fails on cuda), so the trim leaves that memory
+ * cached, succeeds, and the capture ends intact. */
+static void trim_during_a_capture_leaves_the_capture_alone(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_pool(0);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  metrale_devptr_t p = 0, in = 0;
+  MT_OK(metrale_alloc_async(ctx, 30u << 20, s, &p));
+  MT_OK(metrale_memset_async(ctx, p, 3, 30u << 20, s));
+  MT_OK(metrale_free_async(ctx, p, s));
+  MT_OK(metrale_graph_begin_capture(ctx, s));
+  MT_OK(metrale_alloc_async(ctx, 4096, s, &in));
+  MT_OK(metrale_memset_async(ctx, in, 4, 4096, s));
+  size_t released = 0;
+  MT_OK(metrale_pool_trim(ctx, 0, &released));
+  assert_int_equal(metrale_stream_is_capturing(ctx, s), 1);
+  MT_OK(metrale_free_async(ctx, in, s));
+  metrale_graph_t* g = NULL;
+  MT_OK(metrale_graph_end_capture(ctx, s, &g));
+  MT_OK(metrale_graph_launch(ctx, g, s));
+  MT_OK(metrale_stream_synchronize(ctx, s));
+  MT_OK(metrale_graph_destroy(ctx, g));
+  MT_OK(metrale_pool_trim(ctx, 0, &released)); /* after it: all given back */
+  assert_int_equal(stats(ctx).reserved_bytes, 0);
+  MT_OK(metrale_stream_destroy(ctx, s));
+  mt_close(ctx);
+}
+
 /* Found by the fuzzer: ending a capture on a stream that was not capturing
  * counted down the open capture of another, so an allocation on that one
  * no longer knew it captured (its pad fill then waited for the capturing
@@ -679,6 +710,7 @@ int main(void) {
       cmocka_unit_test(trim_and_free_memory_count_the_cache),
       cmocka_unit_test(red_zones_work_on_reused_blocks),
       cmocka_unit_test(capture_allocs_fresh_memory_and_defers_frees),
+      cmocka_unit_test(trim_during_a_capture_leaves_the_capture_alone),
       cmocka_unit_test(a_wrong_end_does_not_hide_an_open_capture),
       cmocka_unit_test(a_block_marked_on_a_capturing_stream_waits_for_it),
       cmocka_unit_test(a_padded_or_quarantined_block_marked_on_a_capture_is_refused),
