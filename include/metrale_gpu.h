@@ -897,7 +897,12 @@ metrale_status_t metrale_pool_stats(metrale_context_t* ctx, metrale_pool_stats_t
 
 /** Gives cached free chunks back to the driver, largest first, until at
  *  most keep_bytes stay cached; blocks in use are never touched. Waits for
- *  the events of frees still pending on other streams. Also frees every
+ *  the frees made before the call to complete (their streams' work so far,
+ *  and frees pending on other streams), without holding the pool: other
+ *  threads allocate and free meanwhile, and a host kernel it waits for may
+ *  too. A chunk freed on a stream that is capturing, whose last use is not
+ *  known complete, stays cached (no event is recorded into the capture),
+ *  and so does one freed by another thread during the call. Also frees every
  *  pinned host block metrale_host_alloc_pinned's cache holds (keep_bytes
  *  applies to device memory only). *released (may be NULL) gets the bytes
  *  given back, both kinds. With the pool off only the pinned cache is
