@@ -8,7 +8,6 @@ import "C"
 import (
 	"runtime"
 	"sort"
-	"sync"
 	"unsafe"
 )
 
@@ -23,7 +22,7 @@ type DevPtr uint64
 // the async copies while it captured.
 type Buffer struct {
 	ctx    *Context
-	mu     sync.RWMutex
+	mu     closeLock
 	ptr    DevPtr
 	size   uint64
 	closed bool

@@ -85,7 +85,7 @@ func cbool(b bool) C.int {
 // A Context never closed is destroyed by a finalizer once unreachable (its
 // handles keep it reachable), with a warning naming where it was made.
 type Context struct {
-	mu  sync.RWMutex
+	mu  closeLock
 	raw *C.metrale_context_t
 
 	file string // where NewContext was called, for the finalizer's warning

@@ -7,14 +7,13 @@ import "C"
 
 import (
 	"runtime"
-	"sync"
 )
 
 // Event marks a point in a stream, to wait for or to time. One never
 // closed is destroyed by a finalizer, with a warning naming its site.
 type Event struct {
 	ctx    *Context
-	mu     sync.RWMutex
+	mu     closeLock
 	raw    *C.metrale_event_t
 	closed bool
 	file   string // where NewEvent was called

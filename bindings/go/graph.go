@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"runtime"
-	"sync"
 )
 
 // Graph is work captured from a stream, replayed by Launch. It keeps the
@@ -15,7 +14,7 @@ import (
 // destroyed by a finalizer, with a warning naming its site.
 type Graph struct {
 	ctx    *Context
-	mu     sync.RWMutex
+	mu     closeLock
 	raw    *C.metrale_graph_t
 	closed bool
 	kept   []*Buffer // what the replays write and read (see capture.go)

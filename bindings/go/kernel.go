@@ -6,7 +6,6 @@ package metrale
 import "C"
 
 import (
-	"sync"
 	"unsafe"
 )
 
@@ -95,7 +94,7 @@ func (c *Context) RegisterHostKernel(module, fn string, cfunc unsafe.Pointer, pa
 // handle unusable (the context frees the kernel); it is idempotent.
 type Kernel struct {
 	ctx    *Context
-	mu     sync.RWMutex
+	mu     closeLock
 	raw    *C.metrale_kernel_t
 	name   string
 	closed bool

@@ -56,11 +56,9 @@ var (
 // except SetLogCallback (it waits for f to return) and Context.Close (the
 // library refuses a destroy from inside the callback). f runs inside the
 // call that logged the line, which holds its context (and its handles)
-// for reading; a call of f on that context or handle reads them again, and
-// if a Close of either is waiting on another goroutine, the second read
-// waits for the Close, which waits for the first: a deadlock. Where a
-// Close may run concurrently, let f hand such calls to another goroutine
-// rather than make them itself.
+// for reading; f's own calls on them read them again, and get in even
+// while a Close of them waits on another goroutine (closelock.go): that
+// Close goes on once the logging call returns.
 func SetLogCallback(f func(level LogLevel, message string)) {
 	var h cgo.Handle
 	if f != nil {

@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"runtime"
-	"sync"
 )
 
 // Stream orders the work put on it. The default stream (DefaultStream)
@@ -15,7 +14,7 @@ import (
 // never closed is destroyed by a finalizer, with a warning naming its site.
 type Stream struct {
 	ctx    *Context
-	mu     sync.RWMutex
+	mu     closeLock
 	raw    *C.metrale_stream_t
 	owned  bool
 	closed bool
