@@ -64,8 +64,10 @@ void unlock_wakes_the_sleepers() {
     });
   }
   while (started.load() < kWaiters) std::this_thread::yield();
-  // Their spin is some tens of microseconds: after this they sleep.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Their spin is some tens of microseconds: after this they sleep. (300
+  // ms, not less: on a loaded 2-core host a waiter may not run at all for
+  // tens of ms, and one that never spun out proves nothing.)
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   CHECK_EQ(done.load(), 0u);
   m.unlock();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
