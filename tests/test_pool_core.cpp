@@ -484,6 +484,30 @@ void retired_stream_stays_retired() {
   CHECK(pool.free(a));
 }
 
+// The wait of a trim ends after the stream it covered was destroyed and a
+// new stream got its handle value: the old stream's completed event must
+// not mark the new stream's frees complete (a chunk one of them is still
+// in use on would be given back).
+void settle_skips_a_stream_made_again_meanwhile() {
+  FakeChunkSource src;
+  PoolByAddress pool(src);
+  const DevPtr a = pool.allocate(MiB, S2);
+  CHECK(pool.free(a));  // S2's free 1, not known complete
+  DevPtr b = 0;
+  src.during_wait = [&] {
+    pool.retire_stream(S2, S1);  // a's block goes to S1, complete
+    pool.stream_born(S2);
+    b = pool.allocate(MiB, S2);  // the new S2's: from that same chunk
+    CHECK(pool.free(b));         // its free 1, not complete
+  };
+  pool.trim(0);
+  CHECK(b != 0);
+  CHECK(pool.stats().reserved > 0);  // b's chunk stays: its free is pending
+  src.complete_all();
+  pool.trim(0);
+  CHECK_EQ(pool.stats().reserved, 0u);
+}
+
 // A chunk cut between two streams: once both owners' events are done, the
 // free pieces merge and serve a request none of them fits alone, instead
 // of a new chunk (the checkerboard that made a training trace's reserved
@@ -654,6 +678,7 @@ int main(int argc, char** argv) {
       {"refused_free_changes_nothing", refused_free_changes_nothing},
       {"retire_forgets_a_stream_whose_wait_fails", retire_forgets_a_stream_whose_wait_fails},
       {"retired_stream_stays_retired", retired_stream_stays_retired},
+      {"settle_skips_a_stream_made_again_meanwhile", settle_skips_a_stream_made_again_meanwhile},
       {"split_and_coalesce", split_and_coalesce},
       {"merge_across_owners", merge_across_owners},
       {"large_miss_merges_bins_first", large_miss_merges_bins_first},

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <map>
 #include <set>
 #include <mutex>
@@ -78,6 +80,9 @@ class FakeChunkSource final : public metrale::core::pool::ChunkSource {
     return ev.complete;
   }
   void event_wait(EventId e) override {
+    // The test's code, once, before the first wait ends (the pool waits
+    // without its lock: this is another thread's call meanwhile).
+    if (std::function<void()> f = std::exchange(during_wait, nullptr)) f();
     std::lock_guard<std::mutex> l(mu);
     // A lost device, as the test says: the wait fails, nothing completes.
     if (fail_waits) throw metrale::Error(METRALE_ERROR_CONTEXT_LOST, "fake: the wait failed");
@@ -113,6 +118,7 @@ class FakeChunkSource final : public metrale::core::pool::ChunkSource {
   size_t capacity = ~size_t{0} / 2;
   bool auto_complete = false;
   bool fail_waits = false;  // event_wait throws CONTEXT_LOST
+  std::function<void()> during_wait;  // see event_wait
   uint64_t generation = 0;
   DevPtr next = DevPtr{1} << 32;
   size_t outstanding = 0;

@@ -41,7 +41,7 @@ StreamState& CachingPool::state_for_slow(StreamId s) {
   auto it = streams_.find(s);
   if (it == streams_.end()) {
     refuse_retired(s);
-    it = streams_.emplace(s, std::make_unique<StreamState>(s)).first;
+    it = streams_.emplace(s, std::make_unique<StreamState>(s, ++state_serial_)).first;
   }
   auto& slot = it->second;
   last_stream_ = s;

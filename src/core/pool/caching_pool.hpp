@@ -270,6 +270,7 @@ class CachingPool {
   std::unordered_set<StreamId> retired_;
   std::deque<StreamId> retired_order_;  // oldest first
   uint64_t chunk_serial_ = 0;
+  uint64_t state_serial_ = 0;
   PoolStats st_;  // reserved, in_use, requested, peak, chunk counts, blocks
   UncheckedSink* sink_ = nullptr;
 };

@@ -20,6 +20,8 @@ namespace metrale::core::pool {
 void CachingPool::settle(StreamId only) {
   struct Cover {
     StreamId stream;
+    uint64_t serial;  // of its state (0: none); a retired stream's value may
+                      // be a new stream's by the time the wait ends
     uint64_t epoch;
     EventId event;
   };
@@ -27,7 +29,7 @@ void CachingPool::settle(StreamId only) {
   std::vector<EventId> waits;
   {
     std::lock_guard<FastMutex> lock(mu_);
-    auto cover = [&](StreamId id, uint64_t epoch) {
+    auto cover = [&](StreamId id, uint64_t serial, uint64_t epoch) {
       if (src_.stream_capturing(id)) return;
       EventId e = 0;
       if (!spare_events_.empty()) {
@@ -38,7 +40,7 @@ void CachingPool::settle(StreamId only) {
       }
       try {
         src_.event_record(e, id);
-        covers.push_back({id, epoch, e});
+        covers.push_back({id, serial, epoch, e});
       } catch (...) {
         spare_events_.push_back(e);
         throw;
@@ -48,12 +50,16 @@ void CachingPool::settle(StreamId only) {
       // A stream about to retire: all its work, uses of others' blocks too.
       if (names_stream_held(only)) {
         auto it = streams_.find(only);
-        cover(only, it != streams_.end() ? it->second->free_count() : 0);
+        if (it != streams_.end()) {
+          cover(only, it->second->serial(), it->second->free_count());
+        } else {
+          cover(only, 0, 0);
+        }
       }
     } else {
       for (auto& kv : streams_) {
         StreamState& s = *kv.second;
-        if (s.ready_epoch(src_) != s.free_count()) cover(s.id(), s.free_count());
+        if (s.ready_epoch(src_) != s.free_count()) cover(s.id(), s.serial(), s.free_count());
       }
       for (const Block* b : pending_) waits.insert(waits.end(), b->pending_events.begin(),
                                                    b->pending_events.end());
@@ -75,7 +81,8 @@ void CachingPool::settle(StreamId only) {
   std::lock_guard<FastMutex> lock(mu_);
   for (const Cover& c : covers) {
     auto it = streams_.find(c.stream);
-    if (it != streams_.end()) it->second->mark_done(c.epoch);  // unless retired meanwhile
+    // Unless retired meanwhile (and maybe made again for a new stream).
+    if (it != streams_.end() && it->second->serial() == c.serial) it->second->mark_done(c.epoch);
     spare_events_.push_back(c.event);
   }
   promote_pending(false);

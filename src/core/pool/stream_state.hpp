@@ -28,8 +28,11 @@ namespace metrale::core::pool {
 
 class StreamState {
  public:
-  explicit StreamState(StreamId id) : id_(id) {}
+  // serial: unique in its pool, so that a state made later for a reused
+  // handle value is never taken for this one.
+  StreamState(StreamId id, uint64_t serial) : id_(id), serial_(serial) {}
   StreamId id() const { return id_; }
+  uint64_t serial() const { return serial_; }
 
   FreeIndex& index(bool small) { return small ? small_ : large_; }
   const FreeIndex& index(bool small) const { return small ? small_ : large_; }
@@ -64,6 +67,7 @@ class StreamState {
   EventId take_event(ChunkSource& src);
 
   StreamId id_;
+  uint64_t serial_;
   FreeIndex small_, large_;
   ReuseBins bins_;
   uint64_t free_count_ = 0;
