@@ -105,6 +105,11 @@ type Context struct {
 	// meanwhile is never swept before its Buffer is counted.
 	buffers   atomic.Int64
 	sweepGate sync.RWMutex
+
+	// pinnedLeaked counts PinnedBuffers finalized without Close: slices
+	// from their Bytes may still be in use, so the finalizer never
+	// destroys this context (that would free their memory under them).
+	pinnedLeaked atomic.Int64
 }
 
 // NewContext creates a context; opts nil means DefaultOptions().
@@ -136,6 +141,11 @@ func NewContext(opts *Options) (*Context, error) {
 // finalize destroys a context that became unreachable without Close.
 func (c *Context) finalize() {
 	if c.raw == nil {
+		return
+	}
+	if n := c.pinnedLeaked.Load(); n > 0 {
+		logLeak("a Context", c.file, c.line, fmt.Sprintf("not destroyed: %d PinnedBuffer(s) of it "+
+			"were never closed, and slices from their Bytes may still use the memory", n))
 		return
 	}
 	var msg *C.char

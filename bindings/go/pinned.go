@@ -47,6 +47,9 @@ func (p *PinnedBuffer) finalize() {
 		return
 	}
 	if p.ctx.with(func(*C.metrale_context_t) error { return nil }) == nil {
+		// Before the context's own finalizer (it is reachable from p): that
+		// one then leaves the context, and this memory, alone.
+		p.ctx.pinnedLeaked.Add(1)
 		logLeak(fmt.Sprintf("a PinnedBuffer of %d bytes", p.size), p.file, p.line,
 			"not freed (slices from Bytes may still use it); the context's Close frees it")
 	}
@@ -54,7 +57,9 @@ func (p *PinnedBuffer) finalize() {
 
 // Bytes is the memory as a slice; nil after Close and for a nil
 // PinnedBuffer. Do not keep the slice past Close (of the buffer or its
-// context): the memory is gone then.
+// context): the memory is gone then. Without a Close it stays valid: the
+// finalizers of the buffer and of its context then leave the memory (and
+// the context) allocated, and say so in the log.
 func (p *PinnedBuffer) Bytes() []byte {
 	if p == nil {
 		return nil
