@@ -307,11 +307,11 @@ void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
   // blocks nobody could merge: reserved memory grew with every step.
   if (stream != b->stream) {
     refuse_capturing_use(b, stream);  // before the block changes: CAPTURE acts on nothing
-    if (std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
-      refuse_retired(stream);
+    if (retired_.count(stream) == 0 &&
+        std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
       b->uses.push_back(stream);
     }
-    stream = b->stream;
+    stream = b->stream;  // a retired freeing stream: complete, not kept (as record_stream_held)
   }
   if (b->uses.empty()) {
     // The common case: used on its own stream only, no event to record.
@@ -409,9 +409,11 @@ void CachingPool::record_stream(Block* b, StreamId stream) {
 }
 
 void CachingPool::record_stream_held(Block* b, StreamId stream) {
-  if (stream != b->stream &&
+  // A stream retired meanwhile (a call racing its destroy) ran all its work
+  // before the retirement ended: nothing to wait for, and its dead handle
+  // is never kept.
+  if (stream != b->stream && retired_.count(stream) == 0 &&
       std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
-    refuse_retired(stream);
     b->uses.push_back(stream);
   }
 }

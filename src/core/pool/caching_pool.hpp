@@ -180,10 +180,11 @@ class CachingPool {
     return state_for_slow(s);
   }
   StreamState& state_for_slow(StreamId s);
-  // INVALID_ARGUMENT when s was retired lately: a call that raced the
-  // retirement (its stream destroyed under it) must not bring the dead
+  // INVALID_ARGUMENT when s was retired lately: an allocation that raced
+  // the retirement (its stream destroyed under it) must not bring the dead
   // handle back into the pool, where later calls would hand it to the
-  // backend. The newest kRetiredKept retirements are remembered.
+  // backend. (A free or record_stream naming one only skips it: its work
+  // is complete.) The newest kRetiredKept retirements are remembered.
   void refuse_retired(StreamId s) const;
   static constexpr size_t kRetiredKept = 4096;
   void remember_retired_held(StreamId s);

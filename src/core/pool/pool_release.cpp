@@ -22,7 +22,8 @@ size_t CachingPool::release_cached(size_t keep_bytes) {
   for (auto& c : chunks_) {
     bool all_free = true;
     for (Block* b = c->first; b != nullptr; b = b->next) {
-      if (b->state != BlockState::FREE || b->epoch > state_for(b->stream).done()) {
+      // A free block's stream has its state (its free index holds it).
+      if (b->state != BlockState::FREE || b->epoch > streams_.at(b->stream)->done()) {
         all_free = false;
         break;
       }

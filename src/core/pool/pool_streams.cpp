@@ -22,8 +22,8 @@ void CachingPool::remember_retired_held(StreamId s) {
 void CachingPool::refuse_retired(StreamId s) const {
   if (retired_.count(s) != 0) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
-         "pool: stream " + std::to_string(s) +
-             " was destroyed (by another thread, during this call)");
+         "the stream was destroyed by another thread while this call was using it (backend "
+         "stream " + std::to_string(s) + "); allocate on a live stream");
   }
 }
 
