@@ -281,15 +281,20 @@
  *      driver's classic parameter limit) with INVALID_ARGUMENT; where the
  *      layout is known args_bytes must match it exactly.
  *    - Parameter layouts (metrale_param_layout, metrale_module_register_host_layout,
- *      metrale_launch_packed_layout) take sizes of 1..4096 bytes only, and
- *      alignments and offsets are checked before any is used.
+ *      metrale_module_register_host_params, metrale_launch_packed_layout)
+ *      take at most 32764 parameters (the most bytes of parameters a CUDA
+ *      kernel takes) of 1..4096 bytes each; the count, alignments and
+ *      offsets are checked before any is used.
+ *    - A host range of a copy (src of an h2d, dst of a d2h) that wraps past
+ *      the end of the address space is INVALID_ARGUMENT.
  *    - metrale_alloc_report's min_mib is compared without overflow: a min_mib
  *      whose MiB exceed 2^64 bytes selects no site (the total line remains).
- *    - Failed kernel lookups keep their names in the kernel audit only within
- *      a fixed budget (about 1 MiB per context); past it the audit entry's
- *      module, function and file read "<name not kept: ...>", while the
- *      error message still names them. Lookups of ever new names therefore
- *      cannot grow the context's memory for its whole life.
+ *    - Failed kernel lookups keep their names, and every lookup its file, in
+ *      the kernel audit only within a fixed budget (about 1 MiB per
+ *      context); past it the audit entry's module, function or file reads
+ *      "<name not kept: ...>", while the error message still names them.
+ *      Lookups of ever new names or files therefore cannot grow the
+ *      context's memory for its whole life.
  *
  * 7. Host memory: what the driver says is pinned.
  *    Host memory counts as pinned when it was pinned by anyone in the
@@ -548,8 +553,9 @@ typedef struct metrale_trace_entry {
 } metrale_trace_entry_t;
 
 /** One kernel lookup, found or not. Strings valid until context destroy.
- *  For failed lookups past a per-context budget of names, module, function
- *  and file read "<name not kept: too many distinct failed lookups>". */
+ *  Past a per-context budget of names (rule 6), a failed lookup's module,
+ *  function and file, and a found one's file, read "<name not kept: too
+ *  many distinct lookup names>". */
 typedef struct metrale_kernel_audit_entry {
   const char* module;
   const char* function;
@@ -1239,9 +1245,12 @@ metrale_status_t metrale_redzone_poison(metrale_context_t* ctx, uint64_t lo, uin
  * copy_h2d_async_retained, any copy while its stream captures (the capture
  * rules of rule 3 apply unchanged), a copy made from inside a host kernel,
  * a device range the backend cannot vouch for as one allocation (the
- * direct copy then reports the error), and a copy made while another
- * thread's staged copy holds the context's ring (one staged copy per
- * context at a time; the others copy directly rather than wait). If the
+ * direct copy then reports the error), a host range that shares bytes
+ * with the device range (host-backend or managed memory: the direct copy
+ * moves overlapping bytes as memmove does), and a copy made while another
+ * staged copy holds the context's ring (one staged copy per context at a
+ * time; the others, a log callback's own copy included, copy directly
+ * rather than wait). If the
  * ring cannot be page-locked, staging stays off for the context (logged at
  * debug). */
 

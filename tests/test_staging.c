@@ -2,7 +2,9 @@
  * many sizes around the threshold and the buffer size, odd offsets, one and
  * many copy threads, a ring of 2, concurrent staged copies, threshold 0 =
  * off, option checks at create, the capture rules unchanged, counters the
- * same as the direct path, and a failed staged-size copy that did nothing.
+ * same as the direct path, a failed staged-size copy that did nothing, a
+ * log callback's copy while its thread holds the ring, overlapping host and
+ * device ranges, and wrapping host ranges.
  * Whether a copy was staged is seen in the debug log ("staging ring
  * allocated" on first use). */
 #include <pthread.h>
@@ -532,6 +534,134 @@ static void bad_range_moves_nothing(void** state) {
   mt_close(ctx);
 }
 
+/* Rule 5: a log callback may call the library. The first staged copy logs
+ * "staging ring allocated" while it holds the ring; a callback that makes
+ * a staged-size copy on the same context then finds the ring taken and must
+ * copy directly, not wait for the ring its own thread holds. */
+static metrale_context_t* g_nested_ctx;
+static metrale_devptr_t g_nested_dst;
+static unsigned char* g_nested_src;
+static size_t g_nested_bytes;
+static int g_nested_calls;
+static metrale_status_t g_nested_status = METRALE_OK;
+
+static void copy_from_log(metrale_log_level_t level, const char* message, void* user) {
+  (void)level;
+  (void)user;
+  if (g_nested_ctx == NULL || strstr(message, "staging ring allocated") == NULL) return;
+  metrale_context_t* ctx = g_nested_ctx;
+  g_nested_ctx = NULL; /* once */
+  ++g_nested_calls;
+  g_nested_status = metrale_copy_h2d(ctx, g_nested_src, g_nested_bytes, g_nested_dst);
+}
+
+static void log_callback_copies_while_the_ring_is_taken(void** state) {
+  (void)state;
+  unsetenv("METRALE_LOG");
+  metrale_context_t* ctx = open_staging(64 * KIB, 256 * KIB, 2, 1);
+  const size_t n = 1 * MIB, m = 512 * KIB;
+  unsigned char* h = malloc(n);
+  unsigned char* back = malloc(m);
+  assert_non_null(h);
+  assert_non_null(back);
+  g_nested_src = malloc(m);
+  assert_non_null(g_nested_src);
+  fill(h, n, 3);
+  fill(g_nested_src, m, 9);
+  metrale_devptr_t d = 0;
+  MT_OK(metrale_alloc(ctx, n, &d));
+  MT_OK(metrale_alloc(ctx, m, &g_nested_dst));
+  g_nested_bytes = m;
+  g_nested_calls = 0;
+  g_nested_ctx = ctx;
+  MT_OK(metrale_log_set_level(METRALE_LOG_DEBUG));
+  MT_OK(metrale_log_set_callback(copy_from_log, NULL));
+  MT_OK(metrale_copy_h2d(ctx, h, n, d));
+  MT_OK(metrale_log_set_callback(NULL, NULL));
+  MT_OK(metrale_log_set_level(METRALE_LOG_WARN));
+  g_nested_ctx = NULL;
+  assert_int_equal(g_nested_calls, 1);
+  assert_int_equal(g_nested_status, METRALE_OK);
+  read_direct(ctx, g_nested_dst, back, m);
+  assert_int_equal(first_bad(back, m, 9), m);
+  MT_OK(metrale_free(ctx, d));
+  MT_OK(metrale_free(ctx, g_nested_dst));
+  free(g_nested_src);
+  free(h);
+  free(back);
+  mt_close(ctx);
+}
+
+/* On the host backend a device address is a host one, so a caller can hand
+ * a copy a host range overlapping its device range (as with managed memory
+ * on cuda). Staged or not, the result is memmove's: staging declines such a
+ * copy, whose pieces would overwrite source bytes not yet read. */
+static void overlapping_ranges_copy_as_memmove(void** state) {
+  (void)state;
+  if (mt_backend() != METRALE_BACKEND_HOST) {
+    print_message("skip: device memory is host memory on the host backend only\n");
+    skip();
+  }
+  const size_t n = 1 * MIB, shift = 64;
+  unsigned char* want = malloc(n + shift);
+  unsigned char* got = malloc(n + shift);
+  assert_non_null(want);
+  assert_non_null(got);
+  for (int dir = 0; dir < 2; ++dir) {
+    for (int sign = 0; sign < 2; ++sign) {
+      metrale_context_t* ctx = open_staging(4 * KIB, 16 * KIB, 2, 2);
+      metrale_devptr_t d = 0;
+      MT_OK(metrale_alloc(ctx, n + shift, &d));
+      unsigned char* base = (unsigned char*)(uintptr_t)d;
+      fill(base, n + shift, 5);
+      memcpy(want, base, n + shift);
+      /* sign 0: the destination starts after the source; 1: before it. */
+      unsigned char* from = sign == 0 ? base : base + shift;
+      unsigned char* to = sign == 0 ? base + shift : base;
+      memmove(want + (to - base), want + (from - base), n);
+      if (dir == 0) {
+        MT_OK(metrale_copy_h2d(ctx, from, n, (metrale_devptr_t)(uintptr_t)to));
+      } else {
+        MT_OK(metrale_copy_d2h(ctx, (metrale_devptr_t)(uintptr_t)from, to, n));
+      }
+      memcpy(got, base, n + shift);
+      for (size_t i = 0; i < n + shift; ++i) {
+        if (got[i] != want[i]) {
+          fail_msg("%s, destination %s the source: byte %zu is 0x%02x, memmove gives 0x%02x",
+                   dir == 0 ? "h2d" : "d2h", sign == 0 ? "after" : "before", i, got[i], want[i]);
+        }
+      }
+      MT_OK(metrale_free(ctx, d));
+      mt_close(ctx);
+    }
+  }
+  free(want);
+  free(got);
+}
+
+/* A host range that wraps past the end of the address space is refused
+ * before anything moves, staged size or not. */
+static void wrapping_host_range_is_refused(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_staging(1, 4 * KIB, 2, 1);
+  metrale_devptr_t d = 0;
+  MT_OK(metrale_alloc(ctx, 64, &d));
+  void* end = (void*)(uintptr_t)(UINTPTR_MAX - 7);
+  metrale_stream_t* s = NULL;
+  MT_OK(metrale_stream_create(ctx, &s));
+  MT_STATUS(metrale_copy_h2d(ctx, end, 16, d), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("wraps");
+  MT_STATUS(metrale_copy_h2d_async(ctx, end, 16, d, s), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_copy_h2d_async_retained(ctx, end, 16, d, s), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_copy_d2h(ctx, d, end, 16), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("wraps");
+  MT_STATUS(metrale_copy_d2h_on_stream(ctx, d, end, 16, s), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_STATUS(metrale_copy_d2h_async(ctx, d, end, 16, s), METRALE_ERROR_INVALID_ARGUMENT);
+  MT_OK(metrale_stream_destroy(ctx, s));
+  MT_OK(metrale_free(ctx, d));
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(sizes_around_threshold_and_buffers),
@@ -544,6 +674,9 @@ int main(void) {
       cmocka_unit_test(counters_same_as_direct),
       cmocka_unit_test(pinned_memory_is_not_staged),
       cmocka_unit_test(bad_range_moves_nothing),
+      cmocka_unit_test(log_callback_copies_while_the_ring_is_taken),
+      cmocka_unit_test(overlapping_ranges_copy_as_memmove),
+      cmocka_unit_test(wrapping_host_range_is_refused),
   };
   return MT_RUN(tests);
 }

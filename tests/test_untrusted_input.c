@@ -2,8 +2,9 @@
  * status within the call. Module files that are not regular files (or are
  * too large) are refused at once, a huge min_mib selects nothing, packed
  * arguments of unknown layout are capped, numeric environment variables are
- * digits only, and failed kernel lookups of ever new names do not grow the
- * context's memory without bound. */
+ * digits only, kernel lookups of ever new names (failed) or files (any) do
+ * not grow the context's memory without bound, and parameter counts no
+ * kernel can have are refused. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -371,6 +372,93 @@ static void failed_lookups_of_new_names_stay_bounded(void** state) {
   mt_close(ctx);
 }
 
+/* A found kernel's lookup keeps its file within the same budget: a caller
+ * passing a new file text per lookup (generated names) cannot grow the
+ * context for good. Module and function name a real kernel and are kept. */
+static metrale_status_t noop_kernel(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  (void)user;
+  return METRALE_OK;
+}
+
+static void found_lookups_of_new_files_stay_bounded(void** state) {
+  (void)state;
+  metrale_context_options_t o = mt_options();
+  o.trace_capacity = 16;
+  metrale_context_t* ctx = mt_open(&o);
+  metrale_status_t s = metrale_module_register_host(ctx, "m", "f", noop_kernel, NULL);
+  if (s == METRALE_ERROR_UNSUPPORTED) {
+    mt_close(ctx);
+    print_message("skip: host kernels are the host backend's\n");
+    skip();
+  }
+  MT_OK(s);
+  /* 4000 files of 500 bytes: about 2 MiB, twice the budget. */
+  char file[600];
+  memset(file, 'x', 500);
+  metrale_kernel_t* k = NULL;
+  for (int i = 0; i < 4000; ++i) {
+    snprintf(file + 500, 100, "/%d.c", i);
+    MT_OK(metrale_kernel_get_at(ctx, "m", "f", file, i, &k));
+  }
+  metrale_kernel_audit_entry_t e[16];
+  size_t n = 0;
+  MT_OK(metrale_kernel_audit_read(ctx, e, 16, &n));
+  assert_int_equal(n, 16);
+  assert_int_equal(e[15].found, 1);
+  assert_string_equal(e[15].module, "m");
+  assert_string_equal(e[15].function, "f");
+  assert_int_equal(e[15].line, 3999);
+  assert_non_null(strstr(e[15].file, "not kept"));
+  /* A file already kept is still named. */
+  MT_OK(metrale_kernel_get(ctx, "m", "f", &k));
+  MT_OK(metrale_kernel_audit_read(ctx, e, 16, &n));
+  assert_string_equal(e[15].file, __FILE__);
+  mt_close(ctx);
+}
+
+/* --- parameter counts -------------------------------------------------------------------- */
+
+/* A parameter count no kernel can have is refused before anything is sized
+ * by it or any array read past what a kernel could take. */
+static void huge_parameter_counts_are_refused(void** state) {
+  (void)state;
+  watchdog_arm(20);
+  enum { MAX = 32764 };
+  size_t* sizes = calloc(MAX + 1, sizeof *sizes);
+  size_t* aligns = calloc(MAX + 1, sizeof *aligns);
+  size_t* offsets = calloc(MAX + 1, sizeof *offsets);
+  assert_non_null(sizes);
+  assert_non_null(aligns);
+  assert_non_null(offsets);
+  for (size_t i = 0; i <= MAX; ++i) sizes[i] = aligns[i] = 1;
+  size_t end = 7;
+  const size_t counts[] = {MAX + 1, (size_t)1 << 40, SIZE_MAX};
+  for (size_t c = 0; c < sizeof counts / sizeof counts[0]; ++c) {
+    MT_STATUS(metrale_param_layout(sizes, aligns, counts[c], offsets, &end),
+              METRALE_ERROR_INVALID_ARGUMENT);
+    MT_MESSAGE_HAS("nparams");
+    assert_int_equal(end, 7);
+  }
+  MT_OK(metrale_param_layout(sizes, aligns, MAX, offsets, &end));
+  assert_int_equal(end, MAX);
+  metrale_context_t* ctx = mt_open(NULL);
+  MT_STATUS(metrale_module_register_host_params(ctx, "m", "f", noop_kernel, NULL, sizes, SIZE_MAX),
+            METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("nparams");
+  MT_STATUS(metrale_module_register_host_layout(ctx, "m", "f", noop_kernel, NULL, sizes, aligns,
+                                                (size_t)1 << 40),
+            METRALE_ERROR_INVALID_ARGUMENT);
+  MT_MESSAGE_HAS("nparams");
+  metrale_kernel_t* k = NULL;
+  MT_STATUS(metrale_kernel_get(ctx, "m", "f", &k), METRALE_ERROR_NOT_FOUND);
+  mt_close(ctx);
+  free(sizes);
+  free(aligns);
+  free(offsets);
+  alarm(0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(module_files_must_be_regular),
@@ -381,6 +469,8 @@ int main(void) {
       cmocka_unit_test(env_numbers_are_digits_only),
       cmocka_unit_test(failed_lookup_keeps_its_names),
       cmocka_unit_test(failed_lookups_of_new_names_stay_bounded),
+      cmocka_unit_test(found_lookups_of_new_files_stay_bounded),
+      cmocka_unit_test(huge_parameter_counts_are_refused),
   };
   return MT_RUN(tests);
 }

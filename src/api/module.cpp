@@ -1,5 +1,6 @@
 // Modules, kernel lookup and host-kernel registration.
 #include "api/guard.hpp"
+#include "core/param_layout.hpp"
 
 using metrale::api::guarded;
 using metrale::api::live;
@@ -78,6 +79,7 @@ METRALE_API metrale_status_t metrale_module_register_host_params(
     require(func, "func");
     require(reinterpret_cast<const void*>(fn), "fn");
     if (nparams > 0) require(param_sizes, "param_sizes");
+    metrale::core::check_param_count(nparams);  // before the array is read
     for (size_t i = 0; i < nparams; ++i) {
       if (param_sizes[i] == 0) {
         metrale::fail(METRALE_ERROR_INVALID_ARGUMENT,

@@ -16,8 +16,16 @@ using metrale::core::Counters;
 
 namespace {
 
-void need_host(const void* p, const char* name) {
+// A host range the copy may touch: not NULL, and not past the end of the
+// address space (a wrapping range would reach the memcpy or the staging
+// threads as a negative size).
+void need_host(const void* p, size_t bytes, const char* name) {
   if (p == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL");
+  if (reinterpret_cast<uintptr_t>(p) > std::numeric_limits<uintptr_t>::max() - bytes) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT,
+         std::string(name) + " range [" + metrale::core::hex(reinterpret_cast<uint64_t>(p)) +
+             ", +" + std::to_string(bytes) + ") wraps past the end of the address space");
+  }
 }
 
 std::string backtrace_text() {
@@ -126,7 +134,7 @@ void metrale_context::copy_h2d(const void* src, size_t bytes, DevPtr dst) {
   fault_.check();
   metrale::core::StreamObj* st = default_stream_;
   if (bytes == 0) return;
-  need_host(src, "src");
+  need_host(src, bytes, "src");
   check_range(dst, bytes, "destination");
   refuse_if_capturing(st, "copy_h2d");
   refuse_wait_in_own_work(st->handle, "metrale_copy_h2d");
@@ -142,7 +150,7 @@ void metrale_context::copy_d2h_on_stream(DevPtr src, void* dst, size_t bytes, me
   fault_.check();
   metrale::core::StreamObj* st = stream_of(s);
   if (bytes == 0) return;
-  need_host(dst, "dst");
+  need_host(dst, bytes, "dst");
   check_range(src, bytes, "source");
   refuse_if_capturing(st, "copy_d2h");
   refuse_wait_in_own_work(st->handle, "metrale_copy_d2h");
@@ -157,7 +165,7 @@ void metrale_context::copy_d2h_async(DevPtr src, void* dst, size_t bytes, metral
   fault_.check();
   auto* st = stream_of(s);
   if (bytes == 0) return;
-  need_host(dst, "dst");
+  need_host(dst, bytes, "dst");
   check_range(src, bytes, "source");
   if (staging_.wants(bytes) && !capturing(st) && stage_d2h(src, dst, bytes, st)) return;
   enqueue_d2h(src, dst, bytes, st);
@@ -180,7 +188,7 @@ void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
   fault_.check();
   metrale::core::StreamObj* st = stream_of(s);
   if (bytes == 0) return;
-  need_host(src, "src");
+  need_host(src, bytes, "src");
   check_range(dst, bytes, "destination");
   // The caller may reuse src on return. In a capture the graph must not
   // keep src: the backend copies it into memory the graph owns.
@@ -216,7 +224,7 @@ void metrale_context::copy_h2d_async_retained(const void* src, size_t bytes, Dev
   fault_.check();
   auto* st = stream_of(s);
   if (bytes == 0) return;
-  need_host(src, "src");
+  need_host(src, bytes, "src");
   check_range(dst, bytes, "destination");
   enqueue_h2d(src, bytes, dst, st, false);
 }

@@ -16,7 +16,7 @@ class InternTable {
   // bounded by the program, kept without limit.
   const char* intern(std::string_view text);
   // Text the caller may vary without end, such as the names in failed kernel
-  // lookups: a string not yet held is added only while the bytes added this
+  // lookups and the file of any lookup: a string not yet held is added only while the bytes added this
   // way stay under kUntrustedBudget; past it kNotKept is returned instead, so
   // a loop of lookups of new names cannot grow the table for the context's
   // whole life. Text already held is returned as is.
@@ -25,7 +25,7 @@ class InternTable {
   size_t size() const;
 
   static constexpr size_t kUntrustedBudget = 1u << 20;  // bytes, overhead included
-  static constexpr const char* kNotKept = "<name not kept: too many distinct failed lookups>";
+  static constexpr const char* kNotKept = "<name not kept: too many distinct lookup names>";
 
  private:
   mutable std::mutex mutex_;

@@ -43,8 +43,10 @@ metrale_kernel* metrale_context::kernel_get(const char* module, const char* func
                                              strings_.intern_untrusted(file), line});
     throw;
   }
+  // Module and function name a kernel that exists; the file is the caller's
+  // text (a generated name per call must not grow the context for good).
   audit_.push(metrale_kernel_audit_entry_t{strings_.intern(module), strings_.intern(func), 1,
-                                           strings_.intern(file), line});
+                                           strings_.intern_untrusted(file), line});
   return k;
 }
 
@@ -57,6 +59,11 @@ void metrale_context::register_host(const char* module, const char* func,
   // host backend only stores it.
   std::vector<metrale::backend::ParamInfo> layout;
   if (param_sizes != nullptr) {
+    try {
+      metrale::core::check_param_count(nparams);  // before anything is sized by it
+    } catch (const Error& e) {
+      throw Error(e.status(), std::string("host kernel ") + module + "::" + func + ": " + e.what());
+    }
     std::vector<size_t> inferred;
     if (param_aligns == nullptr) {
       inferred.resize(nparams);

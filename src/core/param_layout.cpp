@@ -22,6 +22,15 @@ void check_size(size_t i, size_t size) {
 
 }  // namespace
 
+void check_param_count(size_t n) {
+  if (n > kMaxParams) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT, "nparams is " + std::to_string(n) + ", more than " +
+                                             std::to_string(kMaxParams) +
+                                             " (a kernel takes at most that many bytes of "
+                                             "parameters)");
+  }
+}
+
 size_t inferred_alignment(size_t size) {
   const size_t align = size & (~size + 1);  // lowest set bit: largest power of two dividing size
   return align > 8 ? 8 : align;
@@ -29,6 +38,7 @@ size_t inferred_alignment(size_t size) {
 
 std::vector<backend::ParamInfo> natural_layout(const size_t* sizes, const size_t* aligns, size_t n,
                                                size_t* args_bytes) {
+  check_param_count(n);
   std::vector<backend::ParamInfo> layout;
   layout.reserve(n);
   size_t offset = 0;
@@ -53,6 +63,7 @@ std::vector<backend::ParamInfo> natural_layout(const size_t* sizes, const size_t
 }
 
 void check_caller_layout(const size_t* offsets, const size_t* sizes, size_t n, size_t args_bytes) {
+  check_param_count(n);
   size_t end = 0;  // of the parameter before
   for (size_t i = 0; i < n; ++i) {
     check_size(i, sizes[i]);

@@ -2,6 +2,7 @@
 #include "core/staging/stager.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -32,6 +33,15 @@ StorePolicy store_policy_from_env() {
                     "\": expected \"auto\", \"streaming\" or \"cached\"");
 }
 
+// Whether the host range shares bytes with the device range (the host
+// backend's device memory is host memory, as is managed memory): staged
+// pieces would then overwrite source bytes not yet read, which the direct
+// copy (memmove on the host backend) does not.
+bool overlaps(const void* host, backend::DevPtr dev, size_t bytes) {
+  const auto h = reinterpret_cast<uintptr_t>(host);
+  return h < dev + bytes && dev < h + bytes;
+}
+
 }  // namespace
 
 Stager::Stager(const metrale_context_options_t& o)
@@ -41,13 +51,16 @@ Stager::Stager(const metrale_context_options_t& o)
       workers_(usable_threads(o.staging_threads)) {}
 
 StagingRing::Lease Stager::take(StagingDevice& dev) {
-  const bool had = ring_.allocated();
+  // Nothing here may wait for the ring: the lines below are logged with the
+  // lease held, and a log callback's own copy must find the ring busy and
+  // copy directly (rule 5), as must another thread's.
   std::string failure;
-  StagingRing::Lease lease = ring_.try_take(dev, &failure);
+  bool fresh = false;
+  StagingRing::Lease lease = ring_.try_take(dev, &failure, &fresh);
   if (!failure.empty()) {
     log().debug("staging off for this context: the pinned staging ring could not be "
                 "allocated ({}); pageable copies go directly", failure);
-  } else if (lease && !had) {
+  } else if (fresh) {
     log().debug("staging ring allocated: {} pinned buffers of {} bytes, {} copy threads, "
                 "{} stores h2d below {} bytes, {} from there, {} stores d2h",
                 lease.count(), lease.buffer_bytes(), workers_.threads(),
@@ -59,7 +72,7 @@ StagingRing::Lease Stager::take(StagingDevice& dev) {
 
 bool Stager::h2d(backend::Backend& b, backend::DevPtr dst, const void* src, size_t bytes,
                  backend::StreamHandle s) {
-  if (!b.device_range_known(dst, bytes)) return false;
+  if (overlaps(src, dst, bytes) || !b.device_range_known(dst, bytes)) return false;
   BackendDevice dev(b);
   StagingRing::Lease lease = take(dev);
   if (!lease) return false;
@@ -69,7 +82,7 @@ bool Stager::h2d(backend::Backend& b, backend::DevPtr dst, const void* src, size
 
 bool Stager::d2h(backend::Backend& b, void* dst, backend::DevPtr src, size_t bytes,
                  backend::StreamHandle s) {
-  if (!b.device_range_known(src, bytes)) return false;
+  if (overlaps(dst, src, bytes) || !b.device_range_known(src, bytes)) return false;
   BackendDevice dev(b);
   StagingRing::Lease lease = take(dev);
   if (!lease) return false;

@@ -12,11 +12,15 @@ void StagingRing::Lease::wait(StagingDevice& dev, size_t k) {
   b.in_flight = false;
 }
 
-StagingRing::Lease StagingRing::try_take(StagingDevice& dev, std::string* failure) {
+StagingRing::Lease StagingRing::try_take(StagingDevice& dev, std::string* failure, bool* fresh) {
   Lease lease;
+  if (fresh != nullptr) *fresh = false;
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock() || failed_) return lease;
-  if (buffers_.empty() && !allocate_locked(dev, failure)) return lease;
+  if (buffers_.empty()) {
+    if (!allocate_locked(dev, failure)) return lease;
+    if (fresh != nullptr) *fresh = true;
+  }
   lease.ring_ = this;
   lease.lock_ = std::move(lock);
   return lease;
@@ -29,6 +33,7 @@ bool StagingRing::allocate_locked(StagingDevice& dev, std::string* failure) {
       b.host = static_cast<unsigned char*>(dev.alloc_pinned(buffer_bytes_));
       b.done = dev.event_create();
     }
+    allocated_.store(true, std::memory_order_release);
     return true;
   } catch (const std::exception& e) {
     if (failure != nullptr) *failure = e.what();
@@ -56,16 +61,12 @@ void StagingRing::free_locked(StagingDevice& dev) noexcept {
     }
   }
   buffers_.clear();
+  allocated_.store(false, std::memory_order_release);
 }
 
 void StagingRing::release(StagingDevice& dev) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   free_locked(dev);
-}
-
-bool StagingRing::allocated() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return !buffers_.empty();
 }
 
 }  // namespace metrale::core::staging

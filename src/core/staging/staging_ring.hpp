@@ -6,6 +6,7 @@
 // then copies directly (never waiting for another thread's staged copy).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <mutex>
 #include <string>
@@ -48,15 +49,17 @@ class StagingRing {
   // The ring, its buffers allocated on first use. Empty when another copy
   // holds it, or when the buffers could not be allocated: then *failure (if
   // not null) gets the reason the first time only, and the ring stays off
-  // for good (no pinned allocation is retried on every copy).
-  Lease try_take(StagingDevice& dev, std::string* failure = nullptr);
+  // for good (no pinned allocation is retried on every copy). *fresh (if
+  // not null) says whether this call allocated the buffers. Never waits.
+  Lease try_take(StagingDevice& dev, std::string* failure = nullptr, bool* fresh = nullptr);
 
   // Waits for every DMA still in flight, then frees buffers and events;
   // errors are ignored (teardown). Not concurrent with a lease.
   void release(StagingDevice& dev) noexcept;
 
-  // Whether the buffers exist (for tests and logs).
-  bool allocated() const;
+  // Whether the buffers exist (for tests). Never waits: a log callback
+  // called while this thread holds the lease may ask.
+  bool allocated() const { return allocated_.load(std::memory_order_acquire); }
 
  private:
   bool allocate_locked(StagingDevice& dev, std::string* failure);
@@ -64,7 +67,8 @@ class StagingRing {
 
   const size_t buffer_bytes_;
   const size_t count_;
-  mutable std::mutex mutex_;            // held by a Lease
+  std::mutex mutex_;                    // held by a Lease
+  std::atomic<bool> allocated_{false};  // !buffers_.empty(), written under mutex_
   std::vector<StagingBuffer> buffers_;  // under mutex_
   bool failed_ = false;                 // under mutex_
 };
