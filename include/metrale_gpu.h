@@ -367,9 +367,12 @@
  *      metrale_redzone_scan), which waits for the streams it was freed and
  *      used on; a block that passed needs no new fill when the new pad
  *      lies in the range it checked, so no fill and no wait then.
- *    - Out of memory: the pool gives its cached chunks back to the driver
- *      and retries once; then OUT_OF_MEMORY, the message naming the sites
- *      that hold the most and the pool's cached and in-use bytes.
+ *    - Out of memory: the pool waits for the frees not yet known complete
+ *      (with none of the library's locks held: the work waited for may be
+ *      a host kernel that allocates), gives its cached chunks back to the
+ *      driver and retries once, with one more such round when other
+ *      threads freed meanwhile; then OUT_OF_MEMORY, the message naming the
+ *      sites that hold the most and the pool's cached and in-use bytes.
  *    - Capture: allocating while the stream captures is allowed: the pool
  *      hands out only memory whose last use has completed (or a new chunk)
  *      and records nothing into the graph. A pooled block freed while the

@@ -510,6 +510,73 @@ void settle_skips_a_stream_made_again_meanwhile() {
   CHECK_EQ(pool.stats().reserved, 0u);
 }
 
+// A stream's retirement waits for its work without the pool's lock (the
+// work may be a host kernel that allocates): a free and a use made on it by
+// calls racing the destroy during that wait take another unlocked round,
+// and are still covered before its blocks count as complete.
+void retirement_waits_unlocked_for_frees_made_meanwhile() {
+  FakeChunkSource src;
+  PoolByAddress pool(src);
+  src.pool_lock = &pool.lock();
+  const DevPtr a = pool.allocate(MiB, S2);
+  const DevPtr c = pool.allocate(KiB, S1);
+  CHECK(pool.free(a));  // S2's free 1, not known complete
+  DevPtr b = 0;
+  src.during_wait = [&] {
+    b = pool.allocate(MiB, S2);  // a racing call's block, freed on S2
+    CHECK(pool.free(b));
+    CHECK(pool.record_stream(c, S2));  // and a use of S1's block there
+  };
+  pool.retire_stream(S2, S1);
+  CHECK_EQ(src.waits_locked, 0u);
+  CHECK(src.waits >= 2u);       // a second round covered the racing free
+  CHECK(src.incomplete() == 0u);
+  CHECK(pool.free(c));          // its S2 use went with S2: no event left to wait for
+  pool.trim(0);
+  CHECK_EQ(pool.stats().reserved, 0u);  // every chunk back: all complete
+  CHECK_EQ(src.frees, src.allocs);
+}
+
+// The out-of-memory retry waits for frees without the pool's lock, also for
+// frees another thread made during its first wait (one more round).
+void oom_retry_waits_unlocked_for_frees_made_meanwhile() {
+  FakeChunkSource src;
+  PoolByAddress pool(src);
+  src.pool_lock = &pool.lock();
+  src.capacity = 4 * MiB;  // two 2 MiB chunks
+  const DevPtr a = pool.allocate(MiB, S1), b = pool.allocate(MiB, S1);  // chunk 1
+  const DevPtr c = pool.allocate(MiB, S2), d = pool.allocate(MiB, S2);  // chunk 2
+  CHECK_EQ(src.allocs, 2u);
+  CHECK(pool.free(a));
+  CHECK(pool.free(b));
+  CHECK(pool.free(c));  // none known complete
+  src.during_wait = [&] { CHECK(pool.free(d)); };  // another thread's, meanwhile
+  // Past any chunk the capacity allows (20 MiB): OUT_OF_MEMORY, after a
+  // second round gave back the chunk d's free emptied during the first.
+  bool oom = false;
+  try {
+    pool.allocate(3 * MiB, S3);
+  } catch (const metrale::Error& e) {
+    oom = e.status() == METRALE_ERROR_OUT_OF_MEMORY;
+  }
+  CHECK(oom);
+  CHECK_EQ(src.waits_locked, 0u);
+  CHECK_EQ(pool.stats().reserved, 0u);
+}
+
+// A free naming a stream retired meanwhile never asks the source about it
+// (its backend handle may be gone) and succeeds as complete.
+void free_on_a_retired_stream_never_asks_about_it() {
+  FakeChunkSource src;
+  PoolByAddress pool(src);
+  const DevPtr a = pool.allocate(KiB, S1);
+  pool.stream_born(S2);
+  pool.retire_stream(S2, S1);
+  src.capturing.insert(S2);  // a query would answer "capturing": CAPTURE
+  CHECK(pool.free_on(a, S2));
+  CHECK_EQ(pool.stats().in_use, 0u);
+}
+
 // A chunk cut between two streams: once both owners' events are done, the
 // free pieces merge and serve a request none of them fits alone, instead
 // of a new chunk (the checkerboard that made a training trace's reserved
@@ -681,6 +748,11 @@ int main(int argc, char** argv) {
       {"retire_forgets_a_stream_whose_wait_fails", retire_forgets_a_stream_whose_wait_fails},
       {"retired_stream_stays_retired", retired_stream_stays_retired},
       {"settle_skips_a_stream_made_again_meanwhile", settle_skips_a_stream_made_again_meanwhile},
+      {"retirement_waits_unlocked_for_frees_made_meanwhile",
+       retirement_waits_unlocked_for_frees_made_meanwhile},
+      {"oom_retry_waits_unlocked_for_frees_made_meanwhile",
+       oom_retry_waits_unlocked_for_frees_made_meanwhile},
+      {"free_on_a_retired_stream_never_asks_about_it", free_on_a_retired_stream_never_asks_about_it},
       {"split_and_coalesce", split_and_coalesce},
       {"merge_across_owners", merge_across_owners},
       {"large_miss_merges_bins_first", large_miss_merges_bins_first},

@@ -136,6 +136,10 @@ void Ledger::take_found_locked(LedgerEntry* found, LedgerEntry* out) noexcept {
 
 void Ledger::restore(DevPtr ptr, const LedgerEntry& entry) {
   std::lock_guard<FastMutex> lock(mutex_);
+  restore_locked(ptr, entry);
+}
+
+void Ledger::restore_locked(DevPtr ptr, const LedgerEntry& entry) {
   LedgerEntry e = entry;
   if (e.tag >= tag_totals_.size()) tag_totals_.resize(size_t{e.tag} + 1);
   count_locked(e, true);

@@ -138,6 +138,7 @@ class Ledger {
   // back with its site, seq and totals, and its pad back into the slot it
   // had, so the pad table is as before when nothing happened in between.
   void restore(DevPtr ptr, const LedgerEntry& entry);
+  void restore_locked(DevPtr ptr, const LedgerEntry& entry);  // mutex() held
   // The entry whose [ptr, ptr+bytes) holds p; O(n), for error paths.
   bool find_containing(DevPtr p, DevPtr* base, LedgerEntry* out) const;
 

@@ -204,7 +204,15 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
       taken = ledger_.take_locked(ptr, &e);
       if (taken && e.block != nullptr && e.pad == 0 && e.block->uses.empty()) {
         chunk_source_->block_returned(ptr);
-        pool_->free_held(e.block, st != nullptr ? st->handle : e.block->stream);
+        try {
+          pool_->free_held(e.block, st != nullptr ? st->handle : e.block->stream);
+        } catch (...) {
+          // Nothing was freed (the pool refuses before the block changes):
+          // the entry goes back, as on the general path (rule 1).
+          chunk_source_->block_handed_out(ptr, e.bytes);
+          ledger_.restore_locked(ptr, e);
+          throw;
+        }
         count_free_held(e.bytes);
         done = true;
       } else if (taken && e.block != nullptr && e.pad > 0 &&

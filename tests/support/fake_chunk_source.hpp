@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/error.hpp"
+#include "core/fast_mutex.hpp"
 #include "core/pool/chunk_source.hpp"
 
 namespace pooltest {
@@ -80,6 +81,15 @@ class FakeChunkSource final : public metrale::core::pool::ChunkSource {
     return ev.complete;
   }
   void event_wait(EventId e) override {
+    // A single-threaded test's probe: the pool's lock is free unless this
+    // very call holds it (a wait that would stop every other thread).
+    if (pool_lock != nullptr) {
+      if (pool_lock->try_lock()) {
+        pool_lock->unlock();
+      } else {
+        ++waits_locked;
+      }
+    }
     // The test's code, once, before the first wait ends (the pool waits
     // without its lock: this is another thread's call meanwhile).
     if (std::function<void()> f = std::exchange(during_wait, nullptr)) f();
@@ -119,6 +129,8 @@ class FakeChunkSource final : public metrale::core::pool::ChunkSource {
   bool auto_complete = false;
   bool fail_waits = false;  // event_wait throws CONTEXT_LOST
   std::function<void()> during_wait;  // see event_wait
+  metrale::core::FastMutex* pool_lock = nullptr;  // see event_wait
+  uint64_t waits_locked = 0;
   uint64_t generation = 0;
   DevPtr next = DevPtr{1} << 32;
   size_t outstanding = 0;

@@ -63,6 +63,7 @@ class PoolByAddress {
   void reset_peak() { pool_.reset_peak(); }
   void retire_stream(StreamId gone, StreamId heir) { pool_.retire_stream(gone, heir); }
   void stream_born(StreamId s) { pool_.stream_born(s); }
+  metrale::core::FastMutex& lock() { return pool_.lock(); }
 
  private:
   Block* take(DevPtr p) {

@@ -135,7 +135,9 @@ Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId 
                                           " bytes (a first try, nothing released)");
   }
   if (base == 0) {
-    settle_held();  // the lock held: see allocate
+    // Never a wait here, the lock held: the work waited for may be a host
+    // kernel that allocates (allocate settles unlocked before this try).
+    promote_pending(false);
     released = release_cached(0);
     base = src_.chunk_alloc(csize);
   }
@@ -196,10 +198,26 @@ Block* CachingPool::allocate(size_t bytes, StreamId stream, bool capturing) {
     if (e.status() != METRALE_ERROR_OUT_OF_MEMORY || bytes > kMaxRequest) throw;
   }
   // Out of memory: the frees waited for without the lock (pool_settle.cpp),
-  // then the retry that releases the cache.
-  settle(0);
-  std::lock_guard<FastMutex> lock(mu_);
-  return allocate_held(bytes, stream, capturing);
+  // then the retry that releases the cache. Frees made by other threads
+  // during the wait get one more round, waited for unlocked too.
+  for (int round = 0;; ++round) {
+    settle(0);
+    std::lock_guard<FastMutex> lock(mu_);
+    try {
+      return allocate_held(bytes, stream, capturing);
+    } catch (const Error& e) {
+      if (e.status() != METRALE_ERROR_OUT_OF_MEMORY || round > 0 || !unsettled_held()) throw;
+    }
+  }
+}
+
+bool CachingPool::unsettled_held() {
+  if (!pending_.empty()) return true;
+  for (auto& kv : streams_) {
+    StreamState& s = *kv.second;
+    if (s.ready_epoch(src_) != s.free_count() && !src_.stream_capturing(s.id())) return true;
+  }
+  return false;
 }
 
 Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing,
@@ -297,22 +315,26 @@ void CachingPool::free_on(Block* b, StreamId stream, PatternRange pattern) {
 }
 
 void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
-  // Whatever the owner wrote: only a checked range (the caller's word) stays.
-  b->pattern = pattern;
-  if (b->owners != nullptr) b->owners->count = 0;
   // Freed on another stream than its own: it stays with its own stream's
   // cache (where it coalesces with its neighbours), behind an event on the
   // freeing stream, as torch does. Moving it to the freeing stream's cache
   // instead let a stream that only frees (a communication stream) collect
   // blocks nobody could merge: reserved memory grew with every step.
   if (stream != b->stream) {
-    refuse_capturing_use(b, stream);  // before the block changes: CAPTURE acts on nothing
-    if (retired_.count(stream) == 0 &&
-        std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
+    // A retired freeing stream (a call racing its destroy) ran all its work
+    // before the retirement ended: complete, never kept, and never asked
+    // about (its backend handle may be gone), as in record_stream_held.
+    const bool retired = retired_.count(stream) != 0;
+    refuse_capturing_use(b, retired ? 0 : stream);  // before the block changes: CAPTURE acts on nothing
+    if (!retired && std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
+      note_use_held(stream);  // may throw (a new state): the block is unchanged then
       b->uses.push_back(stream);
     }
-    stream = b->stream;  // a retired freeing stream: complete, not kept (as record_stream_held)
+    stream = b->stream;
   }
+  // Whatever the owner wrote: only a checked range (the caller's word) stays.
+  b->pattern = pattern;
+  if (b->owners != nullptr) b->owners->count = 0;
   if (b->uses.empty()) {
     // The common case: used on its own stream only, no event to record.
     // free_own_held's work, on `stream` as computed above (the same stream
@@ -414,8 +436,15 @@ void CachingPool::record_stream_held(Block* b, StreamId stream) {
   // is never kept.
   if (stream != b->stream && retired_.count(stream) == 0 &&
       std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
+    note_use_held(stream);  // may throw (a new state): nothing recorded then
     b->uses.push_back(stream);
   }
+}
+
+void CachingPool::note_use_held(StreamId stream) {
+  // A use counts as a free on that stream: its retirement then sees work it
+  // has not waited for (retire_stream), and a settle covers it.
+  state_for(stream).next_epoch();
 }
 
 }  // namespace metrale::core::pool

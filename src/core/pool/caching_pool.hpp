@@ -246,12 +246,17 @@ class CachingPool {
   // Waits until the frees made so far (on `only`, or on every stream, and
   // the pending ones) are known complete, without the lock (call it
   // unlocked); settle_held: the same with the lock held, blocking on the
-  // events the pool already has (the out-of-memory retry inside a held
-  // allocation, the destroy). Streams that capture are skipped.
+  // events the pool already has (the pool's destroy only: no other thread
+  // calls in then). Streams that capture are skipped.
   void settle(StreamId only);
   // A stream state, a block's stream or a block's use names s.
   bool names_stream_held(StreamId s) const;
   void settle_held();
+  // Frees not known complete on a stream that does not capture, or pending
+  // blocks (polls the events in flight; never waits).
+  bool unsettled_held();
+  // A block was marked as used on `stream` (record_stream, a free on it).
+  void note_use_held(StreamId stream);
   // Gives back whole free chunks whose frees are known complete, until at
   // most keep_bytes stay cached. Never blocks: settle first.
   size_t release_cached(size_t keep_bytes);

@@ -47,20 +47,37 @@ bool CachingPool::names_stream_held(StreamId s) const {
 }
 
 void CachingPool::retire_stream(StreamId gone, StreamId heir) {
-  // Its work waited for without the lock first (pool_settle.cpp); the wait
-  // below then covers only frees made on it meanwhile.
+  // Its work is waited for without the lock (pool_settle.cpp): a call
+  // racing the destroy may run a host kernel there that allocates, i.e.
+  // waits for this lock. Frees and uses on it made during a wait (such
+  // calls again) take one more round; only a stream still busy after
+  // kRounds is waited for with the lock held, as before.
   // A failed wait (a lost device) still forgets the stream below: its handle
   // dies with it, and a block's uses or a stream state naming it would reach
   // the driver later with a dangling stream. The error is rethrown after.
+  constexpr int kRounds = 8;
   std::exception_ptr failed;
-  try {
-    settle(gone);
-  } catch (...) {
-    failed = std::current_exception();
+  std::unique_lock<FastMutex> lock(mu_, std::defer_lock);
+  for (int round = 0;; ++round) {
+    uint64_t seen = 0;
+    {
+      std::lock_guard<FastMutex> look(mu_);
+      auto it = streams_.find(gone);
+      if (it != streams_.end()) seen = it->second->free_count();
+    }
+    try {
+      settle(gone);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    lock.lock();
+    auto it = streams_.find(gone);
+    // Settled when no free or use was counted on it since the look before
+    // the wait, whose event covered everything queued there by then.
+    const bool settled = it == streams_.end() || it->second->free_count() == seen;
+    if (settled || failed || round + 1 >= kRounds) break;
+    lock.unlock();
   }
-  std::lock_guard<FastMutex> lock(mu_);
-  // One event at the end of `gone` covers its frees and every use of a
-  // block on it (record_stream): after the wait nothing there is running.
   if (!names_stream_held(gone)) {
     remember_retired_held(gone);
     if (failed) std::rethrow_exception(failed);
@@ -69,10 +86,13 @@ void CachingPool::retire_stream(StreamId gone, StreamId heir) {
   StreamState& g = state_for(gone);
   flush_bins(g);
   g.next_epoch();  // so that cover_frees records even with no free counted
-  try {
-    g.wait_all(src_);
-  } catch (...) {
-    if (!failed) failed = std::current_exception();
+  if (g.done() + 1 < g.free_count()) {
+    // Still busy after kRounds (or a failed wait): with the lock held.
+    try {
+      g.wait_all(src_);
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
   }
   std::vector<Block*> cached;
   for (auto& c : chunks_) {
