@@ -5,7 +5,9 @@
  * metrale_log_set_callback from a kernel is refused (it would wait for
  * callbacks that may wait for the kernel's stream); an event recorded
  * behind kernels on two streams completes with its latest record, and a
- * stream waiting for a record behind a kernel waits for the kernel. Every case runs under
+ * stream waiting for a record behind a kernel waits for the kernel; pool
+ * calls inside a wait cycle through two kernels keep memory safe and answer
+ * for themselves. Every case runs under
  * a watchdog: a deadlock fails it instead of hanging the suite. */
 #include <pthread.h>
 #include <signal.h>
@@ -372,6 +374,117 @@ static void a_trim_waiting_for_a_kernel_that_allocates_never_deadlocks(void** st
   }
 }
 
+/* A wait cycle through two host kernels: KS on S waits for T (a
+ * synchronize) while KT on T calls the pool. S has a free no event covers
+ * yet (its block W, freed behind KS while KS still writes it). */
+enum { CYCLE_BYTES = 65536 };
+
+typedef struct {
+  metrale_context_t* ctx;
+  metrale_stream_t *s, *t;
+  metrale_devptr_t w, n;
+  int what; /* 0: KT destroys S, then allocates; 1: an allocation past any memory, then a trim */
+  atomic_int ks_in, ks_waiting;
+  metrale_status_t sync, first, second;
+} cycle_t;
+
+static metrale_status_t cycle_ks(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  cycle_t* c = user;
+  atomic_store(&c->ks_in, 1);
+  usleep(50 * 1000); /* W is freed behind this kernel now */
+  atomic_store(&c->ks_waiting, 1);
+  c->sync = metrale_stream_synchronize(c->ctx, c->t); /* waits for KT */
+  memset((void*)(uintptr_t)c->w, 0xAB, CYCLE_BYTES);   /* still W's user: host memory */
+  return METRALE_OK;
+}
+
+static metrale_status_t cycle_kt(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  cycle_t* c = user;
+  while (!atomic_load(&c->ks_waiting)) usleep(100);
+  usleep(100 * 1000); /* KS is blocked in its synchronize */
+  if (c->what == 0) {
+    c->first = metrale_stream_destroy(c->ctx, c->s);
+    c->second = metrale_alloc(c->ctx, CYCLE_BYTES, &c->n);
+    if (c->second == METRALE_OK) memset((void*)(uintptr_t)c->n, 0x11, CYCLE_BYTES);
+  } else {
+    metrale_devptr_t p = 0;
+    c->first = metrale_alloc(c->ctx, (size_t)1 << 50, &p);
+    size_t released = 0;
+    c->second = metrale_pool_trim(c->ctx, 0, &released);
+  }
+  return METRALE_OK;
+}
+
+static void* cycle_launch(void* arg) {
+  launch_job_t* j = arg;
+  j->launched = metrale_launch(j->ctx, j->k, one, one, 0, j->s, NULL);
+  return NULL;
+}
+
+/* The pool's waits for S inside that cycle are refused by the backend. A
+ * destroy of S from KT succeeds, but S's blocks stay ordered on S until its
+ * work is done (W is not handed out while KS writes it: rule 9); the
+ * retirement is finished by a later call. An allocation past any memory
+ * and a trim from KT get their own answers (OUT_OF_MEMORY, OK), not the
+ * refusal of a wait they never asked for. */
+static void pool_calls_inside_a_wait_cycle(void** state) {
+  (void)state;
+  for (int what = 0; what <= 1; ++what) {
+    metrale_context_t* ctx = open_watched();
+    if (!mt_pool_on(ctx)) {
+      mt_close(ctx);
+      skip();
+    }
+    cycle_t c = {.ctx = ctx, .what = what};
+    launch_job_t js = {.ctx = ctx}, jt = {.ctx = ctx};
+    MT_OK(metrale_module_register_host(ctx, "locks", "cycle_ks", cycle_ks, &c));
+    MT_OK(metrale_module_register_host(ctx, "locks", "cycle_kt", cycle_kt, &c));
+    MT_OK(metrale_kernel_get(ctx, "locks", "cycle_ks", &js.k));
+    MT_OK(metrale_kernel_get(ctx, "locks", "cycle_kt", &jt.k));
+    MT_OK(metrale_stream_create(ctx, &c.s));
+    MT_OK(metrale_stream_create(ctx, &c.t));
+    js.s = c.s;
+    jt.s = c.t;
+    MT_OK(metrale_alloc_async(ctx, CYCLE_BYTES, c.s, &c.w));
+    pthread_t ts, tt;
+    assert_int_equal(pthread_create(&ts, NULL, cycle_launch, &js), 0);
+    while (!atomic_load(&c.ks_in)) usleep(100);
+    MT_OK(metrale_free_async(ctx, c.w, c.s)); /* behind KS, which still uses W */
+    assert_int_equal(pthread_create(&tt, NULL, cycle_launch, &jt), 0);
+    assert_int_equal(pthread_join(tt, NULL), 0);
+    assert_int_equal(pthread_join(ts, NULL), 0);
+    alarm(0);
+    MT_OK(js.launched);
+    MT_OK(jt.launched);
+    MT_OK(c.sync);
+    if (what == 0) {
+      MT_OK(c.first);
+      MT_OK(c.second);
+      assert_true(c.n != c.w);
+      const unsigned char* n = (const unsigned char*)(uintptr_t)c.n;
+      for (size_t i = 0; i < CYCLE_BYTES; ++i)
+        if (n[i] != 0x11) fail_msg("byte %zu of the new block was overwritten by S's kernel", i);
+      MT_OK(metrale_free(ctx, c.n));
+    } else {
+      MT_STATUS(c.first, METRALE_ERROR_OUT_OF_MEMORY);
+      MT_OK(c.second);
+      MT_OK(metrale_stream_destroy(ctx, c.s));
+    }
+    /* The put-off retirement is finished by now (the trim drains it): every
+     * chunk goes back. */
+    size_t released = 0;
+    MT_OK(metrale_pool_trim(ctx, 0, &released));
+    metrale_pool_stats_t st = {.struct_size = sizeof st};
+    MT_OK(metrale_pool_stats(ctx, &st));
+    assert_int_equal(st.in_use_bytes, 0);
+    assert_int_equal(st.reserved_bytes, 0);
+    MT_OK(metrale_stream_destroy(ctx, c.t));
+    mt_close(ctx);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(free_naming_a_busy_stream_never_waits_for_it),
@@ -380,6 +493,7 @@ int main(void) {
       cmocka_unit_test(a_stream_waits_for_a_record_behind_a_kernel),
       cmocka_unit_test(a_kernel_waiting_for_a_record_behind_itself_is_refused),
       cmocka_unit_test(a_trim_waiting_for_a_kernel_that_allocates_never_deadlocks),
+      cmocka_unit_test(pool_calls_inside_a_wait_cycle),
   };
   return MT_RUN(tests);
 }

@@ -464,11 +464,16 @@ struct metrale_context {
     bool owns_backend;
   };
   void retire_stream_handle(Retirement r);
-  void finish_retirement(const Retirement& r) noexcept;
+  // false: put off, the pool refused it (the stream's work waits for this
+  // thread): nothing retired, the backend stream kept; queue it again.
+  bool finish_retirement(const Retirement& r) noexcept;
+  // Queues r for a later drain; false when there was no room and it was
+  // finished (or put off for good) at once instead.
+  bool queue_retirement(const Retirement& r) noexcept;
   // Freed blocks still naming `gone` (waiting for their pad check, in the
   // quarantine) move to the default stream once `gone`'s work is done.
   void hand_freed_blocks_to_heir(StreamHandle gone) noexcept;
-  void run_retirements_locked() noexcept;  // verify_mutex_ held
+  bool run_retirements_locked() noexcept;  // verify_mutex_ held; false: none finished
   void drain_retirements() noexcept;       // verify_mutex_ not held by this thread
   static bool in_verify_pass() noexcept;   // pad_verify_ops.cpp
   // Marks this thread as running under verify_mutex_ (returns the old

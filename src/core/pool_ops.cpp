@@ -52,6 +52,8 @@ void metrale_context::pool_stats(metrale_pool_stats_t* out) const {
 // (its blocks are page-locked host memory nobody uses until a reuse).
 size_t metrale_context::pool_trim(size_t keep_bytes) {
   fault_.check();
+  // Streams whose retirement a wait cycle put off: their blocks may go now.
+  drain_retirements();
   // Blocks waiting for their red-zone check first (those reused unchecked
   // too): checked, they are cached.
   flush_unchecked_pads();

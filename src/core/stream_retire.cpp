@@ -15,10 +15,13 @@
 #include "core/context.hpp"
 #include "core/log.hpp"
 
+using metrale::Error;
+
 void metrale_context::retire_stream_handle(Retirement r) {
   const bool passes = pool_ != nullptr && opts_.redzone_bytes > 0;
   if (!passes) {
-    finish_retirement(r);
+    if (!finish_retirement(r)) queue_retirement(r);
+    drain_retirements();  // earlier ones a wait cycle put off
     return;
   }
   if (!in_verify_pass() && !backend_->in_stream_work(0)) {
@@ -26,36 +29,56 @@ void metrale_context::retire_stream_handle(Retirement r) {
       std::lock_guard<std::mutex> serial(verify_mutex_);
       // The retirement may log (a user callback may call back in).
       const bool was = mark_verify_pass(true);
-      finish_retirement(r);
+      if (!finish_retirement(r)) queue_retirement(r);
       run_retirements_locked();
       mark_verify_pass(was);
     }
     drain_retirements();
     return;
   }
-  try {
-    std::lock_guard<std::mutex> lock(retire_mutex_);
-    retire_later_.push_back(r);
-  } catch (const std::bad_alloc&) {
-    finish_retirement(r);  // no room to queue it: at once, as without red zones
-    return;
-  }
+  if (!queue_retirement(r)) return;
   // Inside a pass the pass runs it as it ends; else whoever holds the mutex.
   if (!in_verify_pass()) drain_retirements();
 }
 
-void metrale_context::finish_retirement(const Retirement& r) noexcept {
+bool metrale_context::queue_retirement(const Retirement& r) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(retire_mutex_);
+    retire_later_.push_back(r);
+    return true;
+  } catch (const std::bad_alloc&) {
+    // No room to queue it: at once, as without red zones; put off by a
+    // wait cycle, the backend stream stays (leaked rather than reused while
+    // the pool still orders blocks on it).
+    finish_retirement(r);
+    return false;
+  }
+}
+
+bool metrale_context::finish_retirement(const Retirement& r) noexcept {
   hand_freed_blocks_to_heir(r.handle);
   if (pool_) {
     try {
       retarget_deferred(r.handle);
       pool_->retire_stream(r.handle, default_stream_->handle);
+    } catch (const Error& e) {
+      if (e.status() == METRALE_ERROR_INVALID_ARGUMENT) {
+        // Its work waits for this thread (a host kernel that destroyed the
+        // stream): the pool keeps ordering its blocks on it, and the
+        // backend stream lives on until a later retirement succeeds (the
+        // next stream destroy, trim or verify pass, at the latest the
+        // context's destroy). The handle is dead already.
+        metrale::core::log().debug("pool: retiring a stream put off: {}", e.what());
+        return false;
+      }
+      metrale::core::log().debug("pool: retiring stream failed: {}", e.what());
     } catch (const std::exception& ex) {
       metrale::core::log().debug("pool: retiring stream failed: {}", ex.what());
     }
   }
-  if (!r.owns_backend) return;  // the native stream stays its owner's
-  release_stream_handle(r.handle);  // later, when calls racing the destroy are gone
+  if (!r.owns_backend) return true;  // the native stream stays its owner's
+  release_stream_handle(r.handle);    // later, when calls racing the destroy are gone
+  return true;
 }
 
 void metrale_context::hand_freed_blocks_to_heir(StreamHandle gone) noexcept {
@@ -81,18 +104,25 @@ void metrale_context::hand_freed_blocks_to_heir(StreamHandle gone) noexcept {
   pad_verify_.retarget(gone, heir);
 }
 
-void metrale_context::run_retirements_locked() noexcept {
+bool metrale_context::run_retirements_locked() noexcept {
   std::vector<Retirement> todo;
   {
     std::lock_guard<std::mutex> lock(retire_mutex_);
     todo.swap(retire_later_);
   }
-  for (const Retirement& r : todo) finish_retirement(r);
+  size_t put_off = 0;
+  for (const Retirement& r : todo) {
+    if (finish_retirement(r)) continue;
+    ++put_off;
+    queue_retirement(r);  // again, for a later try
+  }
+  return put_off < todo.size();
 }
 
 void metrale_context::drain_retirements() noexcept {
   // A destroy queues before it tries the mutex, and a holder looks again
-  // after letting go: one of the two runs every queued retirement.
+  // after letting go: one of the two runs every queued retirement. Ones put
+  // off again (a wait cycle) stay queued for a later drain.
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(retire_mutex_);
@@ -101,7 +131,8 @@ void metrale_context::drain_retirements() noexcept {
     std::unique_lock<std::mutex> serial(verify_mutex_, std::try_to_lock);
     if (!serial.owns_lock()) return;  // its holder looks after letting go
     const bool was = mark_verify_pass(true);
-    run_retirements_locked();
+    const bool progress = run_retirements_locked();
     mark_verify_pass(was);
+    if (!progress) return;
   }
 }

@@ -152,6 +152,8 @@ class CachingPool {
   // The stream `gone` is about to be destroyed: waits for its frees, hands
   // its cached blocks and the blocks allocated on it to `heir`, and forgets
   // it (a backend may reuse the handle value for a new stream).
+  // INVALID_ARGUMENT, nothing retired, when the source refuses the wait (its
+  // work waits for this thread): call again later.
   void retire_stream(StreamId gone, StreamId heir);
   // A new stream got handle s: a backend may reuse a retired stream's value.
   void stream_born(StreamId s);
@@ -247,8 +249,10 @@ class CachingPool {
   // the pending ones) are known complete, without the lock (call it
   // unlocked); settle_held: the same with the lock held, blocking on the
   // events the pool already has (the pool's destroy only: no other thread
-  // calls in then). Streams that capture are skipped.
-  void settle(StreamId only);
+  // calls in then). Streams that capture are skipped, and so are waits the
+  // source refuses (a cycle through host kernels): settle then answers
+  // false, what they cover staying not known complete.
+  bool settle(StreamId only);
   // A stream state, a block's stream or a block's use names s.
   bool names_stream_held(StreamId s) const;
   void settle_held();
@@ -257,6 +261,7 @@ class CachingPool {
   bool unsettled_held();
   // A block was marked as used on `stream` (record_stream, a free on it).
   void note_use_held(StreamId stream);
+  [[noreturn]] static void refuse_retirement_now(StreamId gone);
   // Gives back whole free chunks whose frees are known complete, until at
   // most keep_bytes stay cached. Never blocks: settle first.
   size_t release_cached(size_t keep_bytes);

@@ -13,17 +13,38 @@
 //
 // A stream that captures gets no event (it would join the graph): its frees
 // since its last completed event stay cached (release_cached skips them).
+// A wait the source refuses (INVALID_ARGUMENT: the host backend's answer
+// when the work waited for waits for this thread, a host kernel calling
+// in) is skipped the same way: what it covers stays not known complete.
+#include "backend/error.hpp"
 #include "core/pool/caching_pool.hpp"
 
 namespace metrale::core::pool {
 
-void CachingPool::settle(StreamId only) {
+namespace {
+
+// Waits for e; false when the source refuses the wait (a cycle), which
+// only means the frees it covers are not known complete.
+bool wait_unless_refused(ChunkSource& src, EventId e) {
+  try {
+    src.event_wait(e);
+    return true;
+  } catch (const Error& err) {
+    if (err.status() != METRALE_ERROR_INVALID_ARGUMENT) throw;
+    return false;
+  }
+}
+
+}  // namespace
+
+bool CachingPool::settle(StreamId only) {
   struct Cover {
     StreamId stream;
     uint64_t serial;  // of its state (0: none); a retired stream's value may
                       // be a new stream's by the time the wait ends
     uint64_t epoch;
     EventId event;
+    bool waited;
   };
   std::vector<Cover> covers;
   std::vector<EventId> waits;
@@ -40,7 +61,7 @@ void CachingPool::settle(StreamId only) {
       }
       try {
         src_.event_record(e, id);
-        covers.push_back({id, serial, epoch, e});
+        covers.push_back({id, serial, epoch, e, false});
       } catch (...) {
         spare_events_.push_back(e);
         throw;
@@ -71,9 +92,10 @@ void CachingPool::settle(StreamId only) {
     std::lock_guard<FastMutex> lock(mu_);
     for (const Cover& c : covers) spare_events_.push_back(c.event);
   };
+  bool all = true;
   try {
-    for (const Cover& c : covers) src_.event_wait(c.event);
-    for (EventId e : waits) src_.event_wait(e);
+    for (Cover& c : covers) all &= c.waited = wait_unless_refused(src_, c.event);
+    for (EventId e : waits) all &= wait_unless_refused(src_, e);
   } catch (...) {
     give_back();
     throw;
@@ -82,10 +104,13 @@ void CachingPool::settle(StreamId only) {
   for (const Cover& c : covers) {
     auto it = streams_.find(c.stream);
     // Unless retired meanwhile (and maybe made again for a new stream).
-    if (it != streams_.end() && it->second->serial() == c.serial) it->second->mark_done(c.epoch);
+    if (c.waited && it != streams_.end() && it->second->serial() == c.serial) {
+      it->second->mark_done(c.epoch);
+    }
     spare_events_.push_back(c.event);
   }
   promote_pending(false);
+  return all;
 }
 
 void CachingPool::settle_held() {

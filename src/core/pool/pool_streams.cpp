@@ -46,6 +46,13 @@ bool CachingPool::names_stream_held(StreamId s) const {
   return false;
 }
 
+void CachingPool::refuse_retirement_now(StreamId gone) {
+  fail(METRALE_ERROR_INVALID_ARGUMENT,
+       "pool: stream " + std::to_string(gone) +
+           " cannot be retired now: its work waits for this thread (a host kernel); its "
+           "blocks stay ordered on it until a later retirement");
+}
+
 void CachingPool::retire_stream(StreamId gone, StreamId heir) {
   // Its work is waited for without the lock (pool_settle.cpp): a call
   // racing the destroy may run a host kernel there that allocates, i.e.
@@ -55,6 +62,9 @@ void CachingPool::retire_stream(StreamId gone, StreamId heir) {
   // A failed wait (a lost device) still forgets the stream below: its handle
   // dies with it, and a block's uses or a stream state naming it would reach
   // the driver later with a dangling stream. The error is rethrown after.
+  // A wait refused as a cycle (the stream's work waits for this thread, a
+  // host kernel) is no lost device: that work still runs, so nothing is
+  // retired and INVALID_ARGUMENT goes to the caller, who retries later.
   constexpr int kRounds = 8;
   std::exception_ptr failed;
   std::unique_lock<FastMutex> lock(mu_, std::defer_lock);
@@ -65,11 +75,13 @@ void CachingPool::retire_stream(StreamId gone, StreamId heir) {
       auto it = streams_.find(gone);
       if (it != streams_.end()) seen = it->second->free_count();
     }
+    bool waited = true;
     try {
-      settle(gone);
+      waited = settle(gone);
     } catch (...) {
       failed = std::current_exception();
     }
+    if (!waited) refuse_retirement_now(gone);
     lock.lock();
     auto it = streams_.find(gone);
     // Settled when no free or use was counted on it since the look before
@@ -90,6 +102,9 @@ void CachingPool::retire_stream(StreamId gone, StreamId heir) {
     // Still busy after kRounds (or a failed wait): with the lock held.
     try {
       g.wait_all(src_);
+    } catch (const Error& e) {
+      if (e.status() == METRALE_ERROR_INVALID_ARGUMENT) refuse_retirement_now(gone);
+      if (!failed) failed = std::current_exception();
     } catch (...) {
       if (!failed) failed = std::current_exception();
     }
