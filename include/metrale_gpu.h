@@ -390,7 +390,13 @@
  *      stream after the stream's work; called from a host kernel it does
  *      not wait, and the check's end completes the pool's part. A red-zone
  *      or quarantine scan on another thread never delays a destroy beyond
- *      a few driver calls (it waits on events of its own).
+ *      a few driver calls (it waits on events of its own). Host backend:
+ *      when the stream's work waits for the destroying thread (a host
+ *      kernel destroying a stream whose kernel waits for its own), the
+ *      destroy returns OK at once and the stream's blocks stay ordered on
+ *      its work; the pool's part is finished by a later stream destroy,
+ *      metrale_pool_trim or the context's destroy. The pool's waits in
+ *      trim and the out-of-memory retry skip such a stream likewise.
  *    - Thread-safe: one lock guards the pool; a chunk allocation from the
  *      driver is made with it held.
  */
