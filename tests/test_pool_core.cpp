@@ -575,6 +575,12 @@ void free_on_a_retired_stream_never_asks_about_it() {
   src.capturing.insert(S2);  // a query would answer "capturing": CAPTURE
   CHECK(pool.free_on(a, S2));
   CHECK_EQ(pool.stats().in_use, 0u);
+  // Nor does a list that took a block before the retirement make the dead
+  // stream the block's own (its free would be refused, the block lost).
+  const DevPtr b = pool.allocate(KiB, S1);
+  pool.set_stream(b, S2);
+  CHECK(pool.free_on(b, S2));
+  CHECK_EQ(pool.stats().in_use, 0u);
 }
 
 // A chunk cut between two streams: once both owners' events are done, the

@@ -64,6 +64,10 @@ class PoolByAddress {
   void retire_stream(StreamId gone, StreamId heir) { pool_.retire_stream(gone, heir); }
   void stream_born(StreamId s) { pool_.stream_born(s); }
   metrale::core::FastMutex& lock() { return pool_.lock(); }
+  void set_stream(DevPtr p, StreamId s) {
+    std::lock_guard<std::mutex> l(mu_);
+    pool_.set_stream(blocks_.at(p), s);
+  }
 
  private:
   Block* take(DevPtr p) {

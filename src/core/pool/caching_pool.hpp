@@ -164,7 +164,7 @@ class CachingPool {
 
   // The stream a handed-out block is ordered on (a free without a stream
   // frees it there), and a change of it (a free on another stream that is
-  // carried out later, see ScanFence).
+  // carried out later, see ScanFence); a retired stream is not taken.
   StreamId block_stream(const Block* b) const;
   void set_stream(Block* b, StreamId stream);
 

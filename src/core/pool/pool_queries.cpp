@@ -36,6 +36,11 @@ StreamId CachingPool::block_stream(const Block* b) const {
 
 void CachingPool::set_stream(Block* b, StreamId stream) {
   std::lock_guard<FastMutex> lock(mu_);
+  // A stream retired meanwhile (a quarantine or red-zone list that took the
+  // block before the retirement moved its entries) ran all its work: the
+  // block keeps its stream, and a dead handle never becomes a block's own
+  // (its free would be refused, and the block lost).
+  if (retired_.count(stream) != 0) return;
   b->stream = stream;
 }
 
