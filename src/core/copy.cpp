@@ -16,11 +16,14 @@ using metrale::core::Counters;
 
 namespace {
 
-// A host range the copy may touch: not NULL, and not past the end of the
-// address space (a wrapping range would reach the memcpy or the staging
-// threads as a negative size).
-void need_host(const void* p, size_t bytes, const char* name) {
+void need_host(const void* p, const char* name) {
   if (p == nullptr) fail(METRALE_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL");
+}
+
+// After the device range's check (a size past any allocation is
+// OUT_OF_BOUNDS first): a host range past the end of the address space
+// would reach the memcpy or the staging threads as a negative size.
+void need_host_range(const void* p, size_t bytes, const char* name) {
   if (reinterpret_cast<uintptr_t>(p) > std::numeric_limits<uintptr_t>::max() - bytes) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          std::string(name) + " range [" + metrale::core::hex(reinterpret_cast<uint64_t>(p)) +
@@ -134,8 +137,9 @@ void metrale_context::copy_h2d(const void* src, size_t bytes, DevPtr dst) {
   fault_.check();
   metrale::core::StreamObj* st = default_stream_;
   if (bytes == 0) return;
-  need_host(src, bytes, "src");
+  need_host(src, "src");
   check_range(dst, bytes, "destination");
+  need_host_range(src, bytes, "src");
   refuse_if_capturing(st, "copy_h2d");
   refuse_wait_in_own_work(st->handle, "metrale_copy_h2d");
   if (!stage_h2d(src, bytes, dst, st)) enqueue_h2d(src, bytes, dst, st, false);
@@ -150,8 +154,9 @@ void metrale_context::copy_d2h_on_stream(DevPtr src, void* dst, size_t bytes, me
   fault_.check();
   metrale::core::StreamObj* st = stream_of(s);
   if (bytes == 0) return;
-  need_host(dst, bytes, "dst");
+  need_host(dst, "dst");
   check_range(src, bytes, "source");
+  need_host_range(dst, bytes, "dst");
   refuse_if_capturing(st, "copy_d2h");
   refuse_wait_in_own_work(st->handle, "metrale_copy_d2h");
   if (!stage_d2h(src, dst, bytes, st)) enqueue_d2h(src, dst, bytes, st);
@@ -165,8 +170,9 @@ void metrale_context::copy_d2h_async(DevPtr src, void* dst, size_t bytes, metral
   fault_.check();
   auto* st = stream_of(s);
   if (bytes == 0) return;
-  need_host(dst, bytes, "dst");
+  need_host(dst, "dst");
   check_range(src, bytes, "source");
+  need_host_range(dst, bytes, "dst");
   if (staging_.wants(bytes) && !capturing(st) && stage_d2h(src, dst, bytes, st)) return;
   enqueue_d2h(src, dst, bytes, st);
 }
@@ -188,8 +194,9 @@ void metrale_context::copy_h2d_async(const void* src, size_t bytes, DevPtr dst,
   fault_.check();
   metrale::core::StreamObj* st = stream_of(s);
   if (bytes == 0) return;
-  need_host(src, bytes, "src");
+  need_host(src, "src");
   check_range(dst, bytes, "destination");
+  need_host_range(src, bytes, "src");
   // The caller may reuse src on return. In a capture the graph must not
   // keep src: the backend copies it into memory the graph owns.
   if (capturing(st)) {
@@ -224,8 +231,9 @@ void metrale_context::copy_h2d_async_retained(const void* src, size_t bytes, Dev
   fault_.check();
   auto* st = stream_of(s);
   if (bytes == 0) return;
-  need_host(src, bytes, "src");
+  need_host(src, "src");
   check_range(dst, bytes, "destination");
+  need_host_range(src, bytes, "src");
   enqueue_h2d(src, bytes, dst, st, false);
 }
 
