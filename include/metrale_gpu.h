@@ -395,7 +395,9 @@
  *      kernel destroying a stream whose kernel waits for its own), the
  *      destroy returns OK at once and the stream's blocks stay ordered on
  *      its work; the pool's part is finished by a later stream destroy,
- *      metrale_pool_trim or the context's destroy. The pool's waits in
+ *      metrale_pool_trim or the context's destroy. The same holds, on any
+ *      backend, for a stream that calls racing its destroy keep freeing on
+ *      (the pool never waits for a stream with its lock held). The pool's waits in
  *      trim and the out-of-memory retry skip such a stream likewise.
  *    - Thread-safe: one lock guards the pool; a chunk allocation from the
  *      driver is made with it held.

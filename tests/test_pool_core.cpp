@@ -537,6 +537,46 @@ void retirement_waits_unlocked_for_frees_made_meanwhile() {
   CHECK_EQ(src.frees, src.allocs);
 }
 
+// Calls racing a destroy that keep freeing on the stream during every one
+// of the retirement's unlocked waits: the retirement is put off (INVALID_
+// ARGUMENT, nothing retired) rather than waited for with the lock held, and
+// a later retirement finishes it.
+void retirement_of_a_stream_kept_busy_is_put_off() {
+  FakeChunkSource src;
+  PoolByAddress pool(src);
+  src.pool_lock = &pool.lock();
+  CHECK(pool.free(pool.allocate(KiB, S2)));
+  int frees = 0;
+  std::function<void()> racing = [&] {
+    CHECK(pool.free(pool.allocate(KiB, S2)));
+    if (++frees < 100) src.during_wait = racing;  // again at the next wait
+  };
+  src.during_wait = racing;
+  bool put_off = false;
+  try {
+    pool.retire_stream(S2, S1);
+  } catch (const metrale::Error& e) {
+    put_off = e.status() == METRALE_ERROR_INVALID_ARGUMENT;
+  }
+  CHECK(put_off);
+  CHECK_EQ(src.waits_locked, 0u);
+  src.during_wait = nullptr;
+  const DevPtr a = pool.allocate(KiB, S2);  // not retired: S2 still serves
+  CHECK(a != 0);
+  CHECK(pool.free(a));
+  pool.retire_stream(S2, S1);  // quiet now: retired
+  CHECK_EQ(src.waits_locked, 0u);
+  bool refused = false;
+  try {
+    pool.allocate(KiB, S2);
+  } catch (const metrale::Error& e) {
+    refused = e.status() == METRALE_ERROR_INVALID_ARGUMENT;
+  }
+  CHECK(refused);
+  pool.trim(0);
+  CHECK_EQ(pool.stats().reserved, 0u);
+}
+
 // The out-of-memory retry waits for frees without the pool's lock, also for
 // frees another thread made during its first wait (one more round).
 void oom_retry_waits_unlocked_for_frees_made_meanwhile() {
@@ -756,6 +796,7 @@ int main(int argc, char** argv) {
       {"settle_skips_a_stream_made_again_meanwhile", settle_skips_a_stream_made_again_meanwhile},
       {"retirement_waits_unlocked_for_frees_made_meanwhile",
        retirement_waits_unlocked_for_frees_made_meanwhile},
+      {"retirement_of_a_stream_kept_busy_is_put_off", retirement_of_a_stream_kept_busy_is_put_off},
       {"oom_retry_waits_unlocked_for_frees_made_meanwhile",
        oom_retry_waits_unlocked_for_frees_made_meanwhile},
       {"free_on_a_retired_stream_never_asks_about_it", free_on_a_retired_stream_never_asks_about_it},

@@ -153,7 +153,8 @@ class CachingPool {
   // its cached blocks and the blocks allocated on it to `heir`, and forgets
   // it (a backend may reuse the handle value for a new stream).
   // INVALID_ARGUMENT, nothing retired, when the source refuses the wait (its
-  // work waits for this thread): call again later.
+  // work waits for this thread) or calls racing the destroy keep freeing on
+  // it: call again later.
   void retire_stream(StreamId gone, StreamId heir);
   // A new stream got handle s: a backend may reuse a retired stream's value.
   void stream_born(StreamId s);
@@ -261,7 +262,7 @@ class CachingPool {
   bool unsettled_held();
   // A block was marked as used on `stream` (record_stream, a free on it).
   void note_use_held(StreamId stream);
-  [[noreturn]] static void refuse_retirement_now(StreamId gone);
+  [[noreturn]] static void refuse_retirement_now(StreamId gone, const char* why);
   // Gives back whole free chunks whose frees are known complete, until at
   // most keep_bytes stay cached. Never blocks: settle first.
   size_t release_cached(size_t keep_bytes);

@@ -46,19 +46,18 @@ bool CachingPool::names_stream_held(StreamId s) const {
   return false;
 }
 
-void CachingPool::refuse_retirement_now(StreamId gone) {
+void CachingPool::refuse_retirement_now(StreamId gone, const char* why) {
   fail(METRALE_ERROR_INVALID_ARGUMENT,
-       "pool: stream " + std::to_string(gone) +
-           " cannot be retired now: its work waits for this thread (a host kernel); its "
-           "blocks stay ordered on it until a later retirement");
+       "pool: stream " + std::to_string(gone) + " cannot be retired now: " + why +
+           "; its blocks stay ordered on it until a later retirement");
 }
 
 void CachingPool::retire_stream(StreamId gone, StreamId heir) {
   // Its work is waited for without the lock (pool_settle.cpp): a call
   // racing the destroy may run a host kernel there that allocates, i.e.
   // waits for this lock. Frees and uses on it made during a wait (such
-  // calls again) take one more round; only a stream still busy after
-  // kRounds is waited for with the lock held, as before.
+  // calls again) take one more round; a stream still busy after kRounds is
+  // put off like a cycle (below), never waited for with the lock held.
   // A failed wait (a lost device) still forgets the stream below: its handle
   // dies with it, and a block's uses or a stream state naming it would reach
   // the driver later with a dangling stream. The error is rethrown after.
@@ -66,6 +65,7 @@ void CachingPool::retire_stream(StreamId gone, StreamId heir) {
   // host kernel) is no lost device: that work still runs, so nothing is
   // retired and INVALID_ARGUMENT goes to the caller, who retries later.
   constexpr int kRounds = 8;
+  static constexpr const char* kCycle = "its work waits for this thread (a host kernel)";
   std::exception_ptr failed;
   std::unique_lock<FastMutex> lock(mu_, std::defer_lock);
   for (int round = 0;; ++round) {
@@ -81,7 +81,7 @@ void CachingPool::retire_stream(StreamId gone, StreamId heir) {
     } catch (...) {
       failed = std::current_exception();
     }
-    if (!waited) refuse_retirement_now(gone);
+    if (!waited) refuse_retirement_now(gone, kCycle);
     lock.lock();
     auto it = streams_.find(gone);
     // Settled when no free or use was counted on it since the look before
@@ -99,14 +99,14 @@ void CachingPool::retire_stream(StreamId gone, StreamId heir) {
   flush_bins(g);
   g.next_epoch();  // so that cover_frees records even with no free counted
   if (g.done() + 1 < g.free_count()) {
-    // Still busy after kRounds (or a failed wait): with the lock held.
+    // Not covered: still busy after kRounds (calls racing the destroy kept
+    // freeing there), or it captures. Put off: never a wait with the lock
+    // held. Only after a failed wait (a lost device) is it forgotten anyway.
+    if (!failed) refuse_retirement_now(gone, "calls racing its destroy keep using it");
     try {
       g.wait_all(src_);
-    } catch (const Error& e) {
-      if (e.status() == METRALE_ERROR_INVALID_ARGUMENT) refuse_retirement_now(gone);
-      if (!failed) failed = std::current_exception();
     } catch (...) {
-      if (!failed) failed = std::current_exception();
+      // The first failure is the one rethrown below.
     }
   }
   std::vector<Block*> cached;
