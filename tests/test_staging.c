@@ -535,15 +535,20 @@ static void bad_range_moves_nothing(void** state) {
 }
 
 /* Rule 5: a log callback may call the library. The first staged copy logs
- * "staging ring allocated" while it holds the ring; a callback that makes
- * a staged-size copy on the same context then finds the ring taken and must
- * copy directly, not wait for the ring its own thread holds. */
+ * "staging ring allocated" once its copy is done and the ring released, so
+ * a callback that makes a staged-size copy on the same context neither
+ * waits for a ring its own thread holds nor sees the outer copy unfinished. */
 static metrale_context_t* g_nested_ctx;
 static metrale_devptr_t g_nested_dst;
 static unsigned char* g_nested_src;
 static size_t g_nested_bytes;
 static int g_nested_calls;
 static metrale_status_t g_nested_status = METRALE_OK;
+/* The outer copy's destination and source: its tail, read in the callback. */
+static metrale_devptr_t g_outer_dst;
+static const unsigned char* g_outer_src;
+static size_t g_outer_bytes;
+static int g_outer_done_in_callback;
 
 static void copy_from_log(metrale_log_level_t level, const char* message, void* user) {
   (void)level;
@@ -552,10 +557,15 @@ static void copy_from_log(metrale_log_level_t level, const char* message, void* 
   metrale_context_t* ctx = g_nested_ctx;
   g_nested_ctx = NULL; /* once */
   ++g_nested_calls;
+  unsigned char tail[4096];
+  const size_t at = g_outer_bytes - sizeof tail;
+  g_outer_done_in_callback =
+      metrale_copy_d2h(ctx, g_outer_dst + at, tail, sizeof tail) == METRALE_OK &&
+      memcmp(tail, g_outer_src + at, sizeof tail) == 0;
   g_nested_status = metrale_copy_h2d(ctx, g_nested_src, g_nested_bytes, g_nested_dst);
 }
 
-static void log_callback_copies_while_the_ring_is_taken(void** state) {
+static void log_callback_copies_after_the_ring_is_released(void** state) {
   (void)state;
   unsetenv("METRALE_LOG");
   metrale_context_t* ctx = open_staging(64 * KIB, 256 * KIB, 2, 1);
@@ -573,6 +583,10 @@ static void log_callback_copies_while_the_ring_is_taken(void** state) {
   MT_OK(metrale_alloc(ctx, m, &g_nested_dst));
   g_nested_bytes = m;
   g_nested_calls = 0;
+  g_outer_dst = d;
+  g_outer_src = h;
+  g_outer_bytes = n;
+  g_outer_done_in_callback = 0;
   g_nested_ctx = ctx;
   MT_OK(metrale_log_set_level(METRALE_LOG_DEBUG));
   MT_OK(metrale_log_set_callback(copy_from_log, NULL));
@@ -581,6 +595,7 @@ static void log_callback_copies_while_the_ring_is_taken(void** state) {
   MT_OK(metrale_log_set_level(METRALE_LOG_WARN));
   g_nested_ctx = NULL;
   assert_int_equal(g_nested_calls, 1);
+  assert_int_equal(g_outer_done_in_callback, 1);
   assert_int_equal(g_nested_status, METRALE_OK);
   read_direct(ctx, g_nested_dst, back, m);
   assert_int_equal(first_bad(back, m, 9), m);
@@ -674,7 +689,7 @@ int main(void) {
       cmocka_unit_test(counters_same_as_direct),
       cmocka_unit_test(pinned_memory_is_not_staged),
       cmocka_unit_test(bad_range_moves_nothing),
-      cmocka_unit_test(log_callback_copies_while_the_ring_is_taken),
+      cmocka_unit_test(log_callback_copies_after_the_ring_is_released),
       cmocka_unit_test(overlapping_ranges_copy_as_memmove),
       cmocka_unit_test(wrapping_host_range_is_refused),
   };

@@ -50,44 +50,58 @@ Stager::Stager(const metrale_context_options_t& o)
       ring_(o.staging_buffer_bytes, o.staging_buffers),
       workers_(usable_threads(o.staging_threads)) {}
 
-StagingRing::Lease Stager::take(StagingDevice& dev) {
-  // Nothing here may wait for the ring: the lines below are logged with the
-  // lease held, and a log callback's own copy must find the ring busy and
-  // copy directly (rule 5), as must another thread's.
+StagingRing::Lease Stager::take(StagingDevice& dev, bool* fresh) {
+  // Never waits for the ring: another thread's staged copy, or a log
+  // callback's during this one, copies directly instead (rule 5).
   std::string failure;
-  bool fresh = false;
-  StagingRing::Lease lease = ring_.try_take(dev, &failure, &fresh);
+  StagingRing::Lease lease = ring_.try_take(dev, &failure, fresh);
   if (!failure.empty()) {
+    // No lease is held on this path.
     log().debug("staging off for this context: the pinned staging ring could not be "
                 "allocated ({}); pageable copies go directly", failure);
-  } else if (fresh) {
-    log().debug("staging ring allocated: {} pinned buffers of {} bytes, {} copy threads, "
-                "{} stores h2d below {} bytes, {} from there, {} stores d2h",
-                lease.count(), lease.buffer_bytes(), workers_.threads(),
-                store_mode_name(stores_.h2d_below), kH2dCachedFrom,
-                store_mode_name(stores_.h2d_from), store_mode_name(stores_.d2h_all));
   }
   return lease;
+}
+
+void Stager::log_ring_allocated() const {
+  log().debug("staging ring allocated: {} pinned buffers of {} bytes, {} copy threads, "
+              "{} stores h2d below {} bytes, {} from there, {} stores d2h",
+              ring_.count(), ring_.buffer_bytes(), workers_.threads(),
+              store_mode_name(stores_.h2d_below), kH2dCachedFrom,
+              store_mode_name(stores_.h2d_from), store_mode_name(stores_.d2h_all));
+}
+
+template <class Copy>
+bool Stager::with_ring(StagingDevice& dev, Copy&& copy) {
+  bool fresh = false;
+  try {
+    StagingRing::Lease lease = take(dev, &fresh);
+    if (!lease) return false;
+    copy(lease);
+  } catch (...) {
+    if (fresh) log_ring_allocated();  // the lease is released by now
+    throw;
+  }
+  if (fresh) log_ring_allocated();
+  return true;
 }
 
 bool Stager::h2d(backend::Backend& b, backend::DevPtr dst, const void* src, size_t bytes,
                  backend::StreamHandle s) {
   if (overlaps(src, dst, bytes) || !b.device_range_known(dst, bytes)) return false;
   BackendDevice dev(b);
-  StagingRing::Lease lease = take(dev);
-  if (!lease) return false;
-  staged_h2d(lease, workers_, dev, dst, src, bytes, s, stores_.h2d(bytes));
-  return true;
+  return with_ring(dev, [&](StagingRing::Lease& lease) {
+    staged_h2d(lease, workers_, dev, dst, src, bytes, s, stores_.h2d(bytes));
+  });
 }
 
 bool Stager::d2h(backend::Backend& b, void* dst, backend::DevPtr src, size_t bytes,
                  backend::StreamHandle s) {
   if (overlaps(dst, src, bytes) || !b.device_range_known(src, bytes)) return false;
   BackendDevice dev(b);
-  StagingRing::Lease lease = take(dev);
-  if (!lease) return false;
-  staged_d2h(lease, workers_, dev, dst, src, bytes, s, stores_.d2h(bytes));
-  return true;
+  return with_ring(dev, [&](StagingRing::Lease& lease) {
+    staged_d2h(lease, workers_, dev, dst, src, bytes, s, stores_.d2h(bytes));
+  });
 }
 
 void Stager::release(backend::Backend& b) noexcept {

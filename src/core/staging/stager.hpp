@@ -37,7 +37,14 @@ class Stager {
   void release(backend::Backend& b) noexcept;
 
  private:
-  StagingRing::Lease take(StagingDevice& dev);
+  // The ring, or an empty lease; *fresh when this call allocated it.
+  StagingRing::Lease take(StagingDevice& dev, bool* fresh);
+  // Runs copy(lease) on the ring when it could be taken; the line about a
+  // freshly allocated ring is logged once the lease is released, so that a
+  // log callback never runs while this thread holds the ring.
+  template <class Copy>
+  bool with_ring(StagingDevice& dev, Copy&& copy);
+  void log_ring_allocated() const;
 
   const size_t threshold_;
   const StorePolicy stores_;  // METRALE_STAGING_STORES

@@ -57,8 +57,12 @@ class StagingRing {
   // errors are ignored (teardown). Not concurrent with a lease.
   void release(StagingDevice& dev) noexcept;
 
+  // The shape asked at construction (fixed: no lease needed).
+  size_t count() const { return count_; }
+  size_t buffer_bytes() const { return buffer_bytes_; }
+
   // Whether the buffers exist (for tests). Never waits: a log callback
-  // called while this thread holds the lease may ask.
+  // called while another thread holds the lease may ask.
   bool allocated() const { return allocated_.load(std::memory_order_acquire); }
 
  private:
