@@ -1082,7 +1082,9 @@ metrale_status_t metrale_allocation_tag(metrale_context_t* ctx, metrale_devptr_t
  *  0). METRALE_OK when none is overwritten (and when red zones are off);
  *  METRALE_ERROR_REDZONE_CORRUPTED when any is (the message names the first);
  *  METRALE_ERROR_CAPTURE when pads are dirty but the default stream, which
- *  reads them back, is capturing (end or abort that capture first).
+ *  reads them back, is capturing (end or abort that capture first); a scan
+ *  that fails reports nothing, and the next one reports what it would have
+ *  (the pads of freed blocks found overwritten by their check included).
  *  A scan does not repair pads: see metrale_redzone_poison.
  *  Thread-safe against alloc and free on other threads (rule 4): a pad is
  *  reported only for an allocation live (same seq) through the whole scan;
@@ -1223,7 +1225,12 @@ metrale_status_t metrale_quarantine_scan(metrale_context_t* ctx, metrale_use_aft
                                          size_t cap, size_t* count);
 
 /** Refills with the pattern the pads of live allocations whose seq lies in
- *  [lo, hi). INVALID_ARGUMENT when lo > hi. OK when red zones are off.
+ *  [lo, hi), so that a later overrun there is reported as new. Freed pads
+ *  are never refilled: an overrun a scan reported before its free stays
+ *  reported once. With METRALE_REDZONE_REUSE, a pad that may still hold an
+ *  overrun by earlier owners of its block that no scan has reported is left
+ *  as it is: the next scan or its free's check reports it, naming them.
+ *  INVALID_ARGUMENT when lo > hi. OK when red zones are off.
  *  Thread-safe against free as the scan is (rule 4): a pad freed during the
  *  call may still be filled, but its memory is not handed out again until
  *  the call ends, so no other allocation's bytes are ever written. */

@@ -321,6 +321,8 @@ struct metrale_context {
     uint32_t bad_bytes;
   };
   std::vector<DirtyPad> find_dirty_pads();  // redzone.cpp; inside a ScanPass
+  void find_scan_violations(std::vector<metrale_redzone_violation_t>* found,
+                            std::vector<uint64_t>* live_reported);  // redzone.cpp
   // Host kernels calling back in (reentry.cpp): INVALID_ARGUMENT when this
   // thread runs work of stream h (a wait on h would wait for the kernel
   // itself), of any stream of this context, or of stream h being destroyed.
@@ -606,6 +608,8 @@ struct metrale_context {
   void report_freed_pads(const std::vector<FreedPadReport>& reports);
   static std::string freed_pad_message(const FreedPadReport& r);
   std::vector<FreedPadReport> take_freed_reports();
+  // A scan that failed after taking them gives them back, oldest first.
+  void put_back_freed_reports(std::vector<FreedPadReport>&& taken) noexcept;
   static constexpr size_t kMaxFreedReports = 4096;
   // Starts timing a launch on st: true with *start recorded, false when the
   // timing is dropped (caps of KernelTimer; counted in timings_dropped).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/pool/block.hpp"
 #include "core/tags.hpp"
 
 namespace metrale::core {
@@ -198,12 +199,16 @@ bool Ledger::lookup_seq(DevPtr ptr, uint64_t seq, LedgerEntry* out) const {
   return true;
 }
 
-std::vector<backend::Range> Ledger::pads_with_seq(uint64_t lo, uint64_t hi) const {
-  std::vector<backend::Range> out;
-  std::lock_guard<FastMutex> lock(mutex_);
+std::vector<Ledger::SeqPad> Ledger::pads_with_seq(uint64_t lo, uint64_t hi) const {
+  std::vector<SeqPad> out;
+  std::lock_guard<FastMutex> lock(mutex_);  // the pool's: Block::owners is stable
   for (size_t i = 0; i < pads_.size(); ++i) {
     const uint64_t seq = pad_owners_[i].seq;
-    if (seq >= lo && seq < hi) out.push_back(pads_[i]);
+    if (seq < lo || seq >= hi) continue;
+    const auto it = entries_.find(pad_owners_[i].ptr);
+    const bool earlier =
+        it != entries_.end() && it->second.block != nullptr && it->second.block->unchecked();
+    out.push_back(SeqPad{pads_[i], seq, earlier});
   }
   return out;
 }

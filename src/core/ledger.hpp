@@ -183,8 +183,15 @@ class Ledger {
   void pad_changes(bool whole, PadChanges* out);
   // The entry keyed by ptr when it is still the allocation with this seq.
   bool lookup_seq(DevPtr ptr, uint64_t seq, LedgerEntry* out) const;
-  // The pads of live allocations whose seq lies in [lo, hi).
-  std::vector<backend::Range> pads_with_seq(uint64_t lo, uint64_t hi) const;
+  // The pads of live allocations whose seq lies in [lo, hi), each with its
+  // seq and whether its block still holds bytes of earlier owners whose pad
+  // was never checked (METRALE_REDZONE_REUSE: the pad is shared with them).
+  struct SeqPad {
+    backend::Range zone;
+    uint64_t seq;
+    bool earlier_unchecked;
+  };
+  std::vector<SeqPad> pads_with_seq(uint64_t lo, uint64_t hi) const;
   // Sites holding live memory, most bytes first.
   std::vector<SiteUsage> sites_by_bytes() const;
   // Tags holding live memory (tag 0: untagged), most bytes first.

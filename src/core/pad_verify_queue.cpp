@@ -1,7 +1,6 @@
 #include "core/pad_verify_queue.hpp"
 
 #include <cstdlib>
-#include <iterator>
 #include <limits>
 
 #include "backend/env_number.hpp"
@@ -77,11 +76,10 @@ void PadVerifyQueue::note_reported(uint64_t seq) {
   reported_count_.store(reported_.size(), std::memory_order_relaxed);
 }
 
-void PadVerifyQueue::forget_reported(uint64_t lo, uint64_t hi) {
+void PadVerifyQueue::forget_reported(const std::vector<uint64_t>& seqs) {
+  if (!any_reported()) return;
   std::lock_guard<std::mutex> lock(reported_mutex_);
-  for (auto it = reported_.begin(); it != reported_.end();) {
-    it = (*it >= lo && *it < hi) ? reported_.erase(it) : std::next(it);
-  }
+  for (uint64_t seq : seqs) reported_.erase(seq);
   reported_count_.store(reported_.size(), std::memory_order_relaxed);
 }
 

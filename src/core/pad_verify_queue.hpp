@@ -92,9 +92,10 @@ class PadVerifyQueue {
   void note_reported(uint64_t seq);
   // Whether any seq is noted (one relaxed load: the reuse path asks first).
   bool any_reported() const { return reported_count_.load(std::memory_order_relaxed) != 0; }
-  // metrale_redzone_poison repaired the pads of [lo, hi): a later overrun
-  // there is new.
-  void forget_reported(uint64_t lo, uint64_t hi);
+  // metrale_redzone_poison repaired the pads of these live allocations: a
+  // later overrun there is new. Freed ones keep their mark (poison never
+  // refills a freed pad, so its check would report the same bytes again).
+  void forget_reported(const std::vector<uint64_t>& seqs);
   // Whether seq was reported by a scan; forgets it (its block is freed).
   bool take_reported(uint64_t seq);
   // The same without forgetting (a quarantined block, checked again later).

@@ -2,6 +2,7 @@
 // (pad_verify_ops.cpp): the overwritten pad read back, the message with both
 // sites and the tag, the log line, the event log, and the list the next
 // metrale_redzone_scan reports.
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -50,17 +51,19 @@ metrale_context::FreedPadReport metrale_context::describe_freed_pad(const Pendin
 
 void metrale_context::report_freed_pads(const std::vector<FreedPadReport>& reports) {
   if (reports.empty()) return;
-  std::vector<metrale_redzone_violation_t> found;
-  for (const FreedPadReport& r : reports) {
-    found.push_back(r.v);
-    metrale::core::log().error("{}", freed_pad_message(r));
-    if (!r.earlier.empty()) stop_pad_reuse("an overwritten pad was found on a reused block");
-  }
+  // Listed for the next scan before any line is logged: a log callback
+  // (or another thread) that scans on seeing the line finds it there.
   {
     std::lock_guard<std::mutex> lock(freed_reports_mutex_);
     for (const FreedPadReport& r : reports) {
       if (freed_reports_.size() < kMaxFreedReports) freed_reports_.push_back(r);
     }
+  }
+  std::vector<metrale_redzone_violation_t> found;
+  for (const FreedPadReport& r : reports) {
+    found.push_back(r.v);
+    metrale::core::log().error("{}", freed_pad_message(r));
+    if (!r.earlier.empty()) stop_pad_reuse("an overwritten pad was found on a reused block");
   }
   log_scan(found);
 }
@@ -82,4 +85,19 @@ std::vector<metrale_context::FreedPadReport> metrale_context::take_freed_reports
   std::vector<FreedPadReport> out;
   out.swap(freed_reports_);
   return out;
+}
+
+void metrale_context::put_back_freed_reports(std::vector<FreedPadReport>&& taken) noexcept {
+  if (taken.empty()) return;
+  std::lock_guard<std::mutex> lock(freed_reports_mutex_);
+  try {
+    // Oldest first, ahead of any found meanwhile; the bound is the list's
+    // own (what a failed scan took was within it when taken).
+    taken.insert(taken.end(), std::make_move_iterator(freed_reports_.begin()),
+                 std::make_move_iterator(freed_reports_.end()));
+    freed_reports_.swap(taken);
+  } catch (...) {
+    // Out of host memory: those findings stay in the error log only, where
+    // each was written when its check found it.
+  }
 }

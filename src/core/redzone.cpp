@@ -60,27 +60,12 @@ std::vector<metrale_context::DirtyPad> metrale_context::find_dirty_pads() {
   return dirty;
 }
 
-// Exact under concurrent alloc and free (rule 4 in the header): the pads
-// are snapshotted with their owners' seqs inside a ScanFence pass, so memory
-// freed meanwhile stays allocated (nobody else gets its address) until the
-// pass closes, and a pad is reported only when the same seq is still live
-// after its bytes were read back. No lock is held across device work but the
-// PadMirror's, which only scans take and never wait for.
-void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap, size_t* count) {
-  fault_.check();
-  refuse_in_any_work("metrale_redzone_scan");
-  *count = 0;
-  // Freed padded blocks still waiting for their check (and those reused
-  // unchecked, METRALE_REDZONE_REUSE) are checked now, so an overrun by an
-  // allocation freed before this scan is reported by it.
-  flush_unchecked_pads();
-  if (pad_verify_.count() != 0 || ordered_checks_open()) verify_freed_pads(true);
-  std::vector<FreedPadReport> freed = take_freed_reports();
-  if (ledger_.pad_count() == 0 && quarantined_bytes() == 0 && freed.empty()) return;
+// The live pads found overwritten and the quarantine's findings, for
+// redzone_scan; throws (CAPTURE, a device error) with nothing marked.
+void metrale_context::find_scan_violations(std::vector<metrale_redzone_violation_t>* found,
+                                           std::vector<uint64_t>* live_reported) {
   // Before the pass opens: frees are not held back while streams drain.
   settle_streams_before_scan();
-
-  std::vector<metrale_redzone_violation_t> found;
   {
     auto release = [this](const std::vector<metrale::core::ScanFence::Released>& held) {
       free_held(held);
@@ -123,12 +108,42 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
       v.bad_bytes = metrale::core::describe_difference(pad_bytes.data(), zone.bytes,
                                                        METRALE_REDZONE_PATTERN, d.bad_bytes,
                                                        &v.first_bad_offset, &v.found);
-      found.push_back(v);
-      pad_verify_.note_reported(v.seq);  // its free's check stays quiet about it
+      found->push_back(v);
+      live_reported->push_back(v.seq);
     }
   }
   // Writes into freed, quarantined blocks (a pass of its own).
-  quarantine_violations(&found);
+  quarantine_violations(found);
+}
+
+// Exact under concurrent alloc and free (rule 4 in the header): the pads
+// are snapshotted with their owners' seqs inside a ScanFence pass, so memory
+// freed meanwhile stays allocated (nobody else gets its address) until the
+// pass closes, and a pad is reported only when the same seq is still live
+// after its bytes were read back. No lock is held across device work but the
+// PadMirror's, which only scans take and never wait for.
+void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap, size_t* count) {
+  fault_.check();
+  refuse_in_any_work("metrale_redzone_scan");
+  *count = 0;
+  // Freed padded blocks still waiting for their check (and those reused
+  // unchecked, METRALE_REDZONE_REUSE) are checked now, so an overrun by an
+  // allocation freed before this scan is reported by it.
+  flush_unchecked_pads();
+  if (pad_verify_.count() != 0 || ordered_checks_open()) verify_freed_pads(true);
+  std::vector<FreedPadReport> freed = take_freed_reports();
+  std::vector<metrale_redzone_violation_t> found;
+  std::vector<uint64_t> live_reported;  // marked once this call reports them
+  try {
+    if (ledger_.pad_count() == 0 && quarantined_bytes() == 0 && freed.empty()) return;
+    find_scan_violations(&found, &live_reported);
+  } catch (...) {
+    // A failed scan reports nothing: the next one reports what this took.
+    put_back_freed_reports(std::move(freed));
+    throw;
+  }
+  // Their frees' checks stay quiet about what this call reports.
+  for (uint64_t seq : live_reported) pad_verify_.note_reported(seq);
   // Pads of blocks freed since the last scan, found by the batch checks.
   for (const FreedPadReport& r : freed) found.push_back(r.v);
   std::sort(found.begin(), found.end(),
@@ -185,8 +200,18 @@ void metrale_context::redzone_poison(uint64_t lo, uint64_t hi) {
     free_held(held);
   };
   metrale::core::ScanPass<decltype(release)> pass(scan_fence_, release);
-  pad_verify_.forget_reported(lo, hi);  // repaired: a later overrun there is new
-  std::vector<Range> zones = ledger_.pads_with_seq(lo, hi);
+  std::vector<Range> zones;
+  std::vector<uint64_t> seqs;
+  for (const metrale::core::Ledger::SeqPad& p : ledger_.pads_with_seq(lo, hi)) {
+    // A pad shared unchecked with earlier owners (METRALE_REDZONE_REUSE) may
+    // hold an overrun of theirs that nothing has reported: refilling it would
+    // erase that. It stays for the next scan or its free's check, which name
+    // those owners; once a scan has reported it, it is repaired like any.
+    if (p.earlier_unchecked && !pad_verify_.was_reported(p.seq)) continue;
+    zones.push_back(p.zone);
+    seqs.push_back(p.seq);
+  }
   if (zones.empty()) return;
   device([&] { backend_->pattern_fill(zones.data(), zones.size(), METRALE_REDZONE_PATTERN); });
+  pad_verify_.forget_reported(seqs);  // repaired: a later overrun there is new
 }

@@ -44,7 +44,7 @@ static void smash(metrale_context_t* ctx, metrale_devptr_t p, size_t bytes, size
 }
 
 /* The pad_bytes after the buffer at p hold the pattern. */
-static void expect_pattern(metrale_context_t* ctx, metrale_devptr_t p, size_t bytes,
+static inline void expect_pattern(metrale_context_t* ctx, metrale_devptr_t p, size_t bytes,
                            size_t pad_bytes) {
   unsigned char* pad = mt_read_device(ctx, p + bytes, pad_bytes);
   for (size_t i = 0; i < pad_bytes; ++i) assert_int_equal(pad[i], METRALE_REDZONE_PATTERN);
