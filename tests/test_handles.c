@@ -613,6 +613,50 @@ static void launch_racing_unload_works_or_is_refused(void** state) {
   unsetenv("METRALE_HOST_DEAD_HANDLE_ABORT");
 }
 
+/* Two threads destroy the same context at once: one succeeds, the other
+ * gets INVALID_ARGUMENT. The loser used to read the context the winner had
+ * just deleted (its check for a destroy from inside, made before the claim;
+ * a window of a few instructions, so ASan and TSan catch a regression here
+ * only now and then: the context is now pinned while it is asked). */
+struct destroy_race {
+  metrale_context_t* ctx;
+  pthread_barrier_t* go;
+  metrale_status_t status;
+};
+
+static void* destroy_at_once(void* arg) {
+  struct destroy_race* d = arg;
+  pthread_barrier_wait(d->go);
+  d->status = metrale_context_destroy(d->ctx);
+  return NULL;
+}
+
+static void two_destroys_of_one_context_one_wins(void** state) {
+  (void)state;
+  metrale_context_t* probe = mt_open(NULL);
+  const int host = mt_is_host(probe);
+  mt_close(probe);
+  const int rounds = mt_under_valgrind() ? 20 : host ? 2000 : 100;
+  pthread_barrier_t go;
+  assert_int_equal(pthread_barrier_init(&go, NULL, 2), 0);
+  const double start = seconds_now();
+  for (int round = 0; race_goes_on(round, rounds, start); ++round) {
+    metrale_context_t* ctx = mt_open(NULL);
+    struct destroy_race a = {ctx, &go, METRALE_OK}, b = {ctx, &go, METRALE_OK};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, destroy_at_once, &a), 0);
+    destroy_at_once(&b);
+    pthread_join(t, NULL);
+    const int oks = (a.status == METRALE_OK) + (b.status == METRALE_OK);
+    const int refused = (a.status == METRALE_ERROR_INVALID_ARGUMENT) +
+                        (b.status == METRALE_ERROR_INVALID_ARGUMENT);
+    if (oks != 1 || refused != 1)
+      fail_msg("round %d: %s and %s", round, metrale_status_name(a.status),
+               metrale_status_name(b.status));
+  }
+  pthread_barrier_destroy(&go);
+}
+
 /* --- fork() --------------------------------------------------------------------- */
 
 /* Runs in the child: returns 0 when all holds, else the number of the
@@ -682,6 +726,7 @@ int main(void) {
       cmocka_unit_test(garbage_handles_are_refused),
       cmocka_unit_test(handle_values_are_not_addresses),
       cmocka_unit_test(use_racing_destroy_works_or_is_refused),
+      cmocka_unit_test(two_destroys_of_one_context_one_wins),
       cmocka_unit_test(launch_racing_unload_works_or_is_refused),
       cmocka_unit_test(fork_child_cannot_use_parent_contexts),
   };

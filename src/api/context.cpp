@@ -33,7 +33,14 @@ METRALE_API metrale_status_t metrale_context_create(const metrale_context_option
 METRALE_API metrale_status_t metrale_context_destroy(metrale_context_t* ctx) {
   return guarded([&] {
     if (ctx == nullptr) return;
-    metrale::api::live(ctx)->refuse_destroy_from_inside();
+    // Pinned while it is asked: of two racing destroys, the other one may
+    // claim and delete it right after this finds it.
+    const uint64_t handle = metrale::core::handle_id::value_of(ctx);
+    if (!metrale::core::with_context(handle, [](metrale_context& c) {
+          c.refuse_destroy_from_inside();
+        })) {
+      metrale::api::refuse_context(ctx);
+    }
     claim(ctx)->destroy();
   });
 }

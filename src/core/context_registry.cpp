@@ -107,6 +107,21 @@ metrale_context* take_context(uint64_t handle) noexcept {
   return out;
 }
 
+namespace {
+
+// A pin held while fn reads a context: take_context waits for its release.
+struct Pin {
+  Walks& w;
+  metrale_context* c;
+  ~Pin() {
+    std::lock_guard<std::mutex> lock(w.mutex);
+    if (--w.pins[c] == 0) w.pins.erase(c);
+    w.unpinned.notify_all();
+  }
+};
+
+}  // namespace
+
 void for_each_context(const std::function<void(metrale_context&)>& fn) {
   Walks& w = walks();
   std::vector<metrale_context*> seen;
@@ -122,17 +137,25 @@ void for_each_context(const std::function<void(metrale_context&)>& fn) {
       if (w.live.count(c) == 0) continue;  // destroyed since
       ++w.pins[c];
     }
-    struct Unpin {
-      Walks& w;
-      metrale_context* c;
-      ~Unpin() {
-        std::lock_guard<std::mutex> lock(w.mutex);
-        if (--w.pins[c] == 0) w.pins.erase(c);
-        w.unpinned.notify_all();
-      }
-    } unpin{w, c};
+    Pin pin{w, c};
     fn(*c);
   }
+}
+
+bool with_context(uint64_t handle, const std::function<void(metrale_context&)>& fn) {
+  Walks& w = walks();
+  metrale_context* c = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(w.mutex);
+    // Under the lock take_context unregisters: found here, c is not yet
+    // taken, and the pin keeps it from being deleted until fn returns.
+    c = find_context(handle);
+    if (c == nullptr || w.live.count(c) == 0) return false;
+    ++w.pins[c];
+  }
+  Pin pin{w, c};
+  fn(*c);
+  return true;
 }
 
 std::string not_a_live_context(uint64_t handle) {

@@ -79,4 +79,9 @@ std::string not_a_live_context(uint64_t handle);
 // throw; the pin is then released.
 void for_each_context(const std::function<void(metrale_context&)>& fn);
 
+// Runs fn on the live context behind handle, pinned as for_each_context
+// pins it (a racing take_context returns only once fn is done); false, fn
+// not run, when the value is not a live context. The same rules for fn.
+bool with_context(uint64_t handle, const std::function<void(metrale_context&)>& fn);
+
 }  // namespace metrale::core
