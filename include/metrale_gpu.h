@@ -882,7 +882,8 @@ typedef struct metrale_pool_stats {
   uint64_t chunk_frees;        /* chunks given back (trim, out-of-memory retry) */
   uint64_t largest_free_block; /* bytes */
   uint64_t blocks_in_use;      /* counted as in_use_bytes */
-  uint64_t quarantined_bytes;  /* freed blocks held back (quarantine_bytes) */
+  uint64_t quarantined_bytes;  /* freed blocks held back (quarantine_bytes),
+                                  pool on or off */
   /* Fields below were added with the red-zone check of freed blocks; a
    * struct_size of offsetof(metrale_pool_stats_t, pad_fills) (the older
    * layout) is accepted and gets the fields above. Red zones on pooled
@@ -907,7 +908,9 @@ typedef struct metrale_pool_stats {
 
 /** Copies the pool's figures into *out (out->struct_size set by the caller:
  *  sizeof(metrale_pool_stats_t) or the older layout's size, see pad_fills).
- *  With the pool off: enabled 0, every figure 0 (the pad figures too).
+ *  With the pool off: enabled 0, every figure 0 (the pad figures too)
+ *  except quarantined_bytes: the quarantine holds driver allocations back
+ *  then, and that is what it counts.
  *  INVALID_ARGUMENT for NULL or a struct_size this library does not know. Host-side: answers on a
  *  lost context. Thread-safe. */
 metrale_status_t metrale_pool_stats(metrale_context_t* ctx, metrale_pool_stats_t* out);

@@ -290,6 +290,42 @@ static void an_overrun_is_caught_when_its_block_leaves_the_quarantine(void** sta
   mt_close(ctx);
 }
 
+static metrale_context_t* open_quarantine_without_pool(size_t budget) {
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = PAD;
+  o.quarantine_bytes = budget;
+  metrale_context_t* ctx = NULL;
+  MT_OK(mt_create_without_pool(&o, &ctx));
+  mt_load_kernels(ctx);
+  return ctx;
+}
+
+/* Pool off: the pool's figures are 0, the freed-pad ones too (a scan that
+ * finds a quarantined pad overwritten counts nothing there), but the
+ * quarantine still holds the driver allocation back and says so. */
+static void with_the_pool_off_only_the_quarantine_is_counted(void** state) {
+  (void)state;
+  metrale_context_t* ctx = open_quarantine_without_pool(1u << 20);
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 100, &p));
+  const unsigned char junk = 0x5a;
+  MT_OK(metrale_copy_h2d(ctx, &junk, 1, p + 100));
+  MT_OK(metrale_free(ctx, p));
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  assert_int_equal(n, 1);
+  const metrale_pool_stats_t s = pool_stats(ctx);
+  assert_int_equal(s.enabled, 0);
+  assert_int_equal(s.reserved_bytes, 0);
+  assert_int_equal(s.pad_fills, 0);
+  assert_int_equal(s.pad_checks, 0);
+  assert_int_equal(s.pads_checked, 0);
+  assert_int_equal(s.pads_overwritten, 0);
+  assert_int_equal(s.pads_pending, 0);
+  assert_int_equal(s.quarantined_bytes, 100 + PAD);
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(freed_blocks_are_held_back),
@@ -301,6 +337,7 @@ int main(void) {
       cmocka_unit_test(a_destroyed_stream_does_not_strand_its_quarantined_blocks),
       cmocka_unit_test(an_overrun_before_a_quarantined_free_is_reported_once),
       cmocka_unit_test(an_overrun_is_caught_when_its_block_leaves_the_quarantine),
+      cmocka_unit_test(with_the_pool_off_only_the_quarantine_is_counted),
   };
   return MT_RUN(tests);
 }
