@@ -300,6 +300,27 @@ static metrale_context_t* open_quarantine_without_pool(size_t budget) {
   return ctx;
 }
 
+/* An overrun no scan saw, of a block still quarantined at the destroy: the
+ * destroy logs it with both sites, with the pool off too (where no freed-pad
+ * check follows the quarantine). */
+static void the_destroy_logs_a_quarantined_blocks_overwritten_pad(void** state) {
+  (void)state;
+  for (int pool = 0; pool <= 1; ++pool) {
+    metrale_context_t* ctx =
+        pool ? open_quarantine(1u << 20) : open_quarantine_without_pool(1u << 20);
+    metrale_devptr_t p = 0;
+    MT_OK(metrale_alloc_at(ctx, 100, "qp_alloc.c", 7, &p));
+    const unsigned char junk = 0x5a;
+    MT_OK(metrale_copy_h2d(ctx, &junk, 1, p + 100));
+    MT_OK(metrale_free_at(ctx, p, "qp_free.c", 8));
+    mt_keep_errors();
+    mt_close(ctx);
+    mt_stop_keeping_errors();
+    assert_non_null(strstr(mt_errors(), "red-zone pad overwritten before its free"));
+    assert_non_null(strstr(mt_errors(), "allocated at qp_alloc.c:7, freed at qp_free.c:8"));
+  }
+}
+
 /* Pool off: the pool's figures are 0, the freed-pad ones too (a scan that
  * finds a quarantined pad overwritten counts nothing there), but the
  * quarantine still holds the driver allocation back and says so. */
@@ -338,6 +359,7 @@ int main(void) {
       cmocka_unit_test(an_overrun_before_a_quarantined_free_is_reported_once),
       cmocka_unit_test(an_overrun_is_caught_when_its_block_leaves_the_quarantine),
       cmocka_unit_test(with_the_pool_off_only_the_quarantine_is_counted),
+      cmocka_unit_test(the_destroy_logs_a_quarantined_blocks_overwritten_pad),
   };
   return MT_RUN(tests);
 }

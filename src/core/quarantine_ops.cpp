@@ -7,6 +7,7 @@
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "core/pattern_diff.hpp"
+#include "core/tags.hpp"
 
 using metrale::Error;
 using metrale::fail;
@@ -131,13 +132,33 @@ void metrale_context::quarantine_scan(metrale_use_after_free_t* out, size_t cap,
 void metrale_context::check_quarantine_at_destroy() {
   if (!quarantine_ || quarantine_->bytes() == 0) return;
   settle_streams_before_scan();
-  const std::vector<metrale_use_after_free_t> found = find_use_after_free();
+  // With the pool off no freed-pad check follows (a driver block leaves the
+  // quarantine unchecked): the pads of the blocks still held are read here.
+  std::vector<metrale_redzone_violation_t> pads;
+  const std::vector<metrale_use_after_free_t> found =
+      find_use_after_free(pool_ ? nullptr : &pads);
   for (const metrale_use_after_free_t& u : found) {
     metrale::core::log().error("freed block written after its free (found at the context's "
                                "destroy): {}",
                                use_after_free_text(u));
   }
   log_scan(found);
+  if (pads.empty()) return;
+  const std::vector<QuarantinedBlock> held = quarantine_->snapshot();
+  std::vector<FreedPadReport> reports;
+  for (const metrale_redzone_violation_t& v : pads) {
+    FreedPadReport r{};
+    r.v = v;
+    r.free_file = "<unknown>";
+    for (const QuarantinedBlock& q : held) {
+      if (q.ptr != v.ptr || q.entry.seq != v.seq) continue;
+      r.free_file = ledger_.site_file(q.free_site);
+      r.free_line = ledger_.site_line(q.free_site);
+      r.tag = metrale::core::tags::name(q.entry.tag);
+    }
+    reports.push_back(r);
+  }
+  report_freed_pads(reports);
 }
 
 std::string metrale_context::use_after_free_text(const metrale_use_after_free_t& u) {
