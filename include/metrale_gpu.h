@@ -1204,7 +1204,16 @@ typedef struct metrale_use_after_free {
  *  metrale_free / metrale_free_async is filled with
  *  METRALE_QUARANTINE_PATTERN on the stream it is freed on (over its bytes;
  *  its pad keeps what its owner left there) and held back, not reused,
- *  while the quarantine holds at most quarantine_bytes; past that the
+ *  while the quarantine holds at most quarantine_bytes. A pooled block
+ *  that other streams may still use (marked with metrale_record_stream, or
+ *  freed with metrale_free_async on a stream other than its own: rule 9)
+ *  is filled only once the work queued on those streams before the free
+ *  has completed, which the free does not wait for: an event is recorded
+ *  on each, and later frees and scans fill the blocks whose events have
+ *  completed (never into a capture). Until then its buffer is not checked;
+ *  if it leaves the quarantine unfilled, the pool waits for those streams
+ *  as for any such free. A stream that captures at the free is never
+ *  waited for, so that block is never filled. Past quarantine_bytes the
  *  oldest go back: a padded pooled block through the check of freed pads
  *  (see "Freed pads": an overrun before its free is reported then, with
  *  the free's site), others to the pool or the driver unchecked. A block

@@ -1,7 +1,10 @@
 /* The freed-memory quarantine: freed blocks are filled and held back within
  * a budget, and a scan names who allocated and who freed a block a kernel
  * wrote after its free. Runs with the pool on and off. */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "test_support.h"
@@ -290,6 +293,94 @@ static void an_overrun_is_caught_when_its_block_leaves_the_quarantine(void** sta
   mt_close(ctx);
 }
 
+/* A host kernel on s, queued before the free, that keeps using the block
+ * after the free returned: it reads its input, then writes its output. */
+typedef struct {
+  metrale_context_t* ctx;
+  metrale_stream_t* s;
+  metrale_devptr_t p;
+  int started, freed;
+  unsigned char seen;
+  metrale_status_t launched;
+} late_use_t;
+
+static metrale_status_t late_user(const metrale_host_kernel_call_t* call, void* user) {
+  (void)call;
+  late_use_t* u = user;
+  __atomic_store_n(&u->started, 1, __ATOMIC_SEQ_CST);
+  while (!__atomic_load_n(&u->freed, __ATOMIC_SEQ_CST)) usleep(1000);
+  unsigned char* p = (unsigned char*)(uintptr_t)u->p;
+  u->seen = p[0];
+  p[1] = 0x22;
+  return METRALE_OK;
+}
+
+static void* launch_late_user(void* arg) {
+  late_use_t* u = arg;
+  metrale_kernel_t* k = NULL;
+  const metrale_dim3_t one = {1, 1, 1};
+  u->launched = metrale_kernel_get(u->ctx, "quarantine", "late_user", &k);
+  if (u->launched == METRALE_OK) u->launched = metrale_launch(u->ctx, k, one, one, 0, u->s, NULL);
+  return NULL;
+}
+
+/* Rule 9: work queued before the free on a stream marked with
+ * record_stream (or on the block's own stream, when another stream frees
+ * it) may still use the block. The quarantine fills it only after that
+ * work, without the free waiting for it: the kernel reads its data, its
+ * write is no use after free, and once filled the block is watched. */
+static void work_queued_before_the_free_on_other_streams_keeps_the_block(void** state) {
+  (void)state;
+  for (int marked = 0; marked <= 1; ++marked) {
+    metrale_context_t* ctx = open_quarantine(1u << 20);
+    mt_require_host(ctx);
+    if (!mt_pool_on(ctx)) {
+      mt_close(ctx);
+      skip(); /* record_stream and a block's own stream are the pool's */
+    }
+    late_use_t u;
+    memset(&u, 0, sizeof u);
+    u.ctx = ctx;
+    metrale_stream_t* other = NULL;
+    MT_OK(metrale_stream_create(ctx, &u.s));
+    MT_OK(metrale_stream_create(ctx, &other));
+    MT_OK(metrale_module_register_host(ctx, "quarantine", "late_user", late_user, &u));
+    if (marked) {
+      MT_OK(metrale_alloc(ctx, 1000, &u.p));
+      MT_OK(metrale_memset(ctx, u.p, 0x11, 1000));
+      MT_OK(metrale_record_stream(ctx, u.p, u.s));
+    } else {
+      MT_OK(metrale_alloc_async(ctx, 1000, u.s, &u.p));
+      MT_OK(metrale_memset(ctx, u.p, 0x11, 1000));
+    }
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, launch_late_user, &u), 0);
+    while (!__atomic_load_n(&u.started, __ATOMIC_SEQ_CST)) usleep(1000);
+    if (marked) {
+      MT_OK(metrale_free(ctx, u.p));
+    } else {
+      MT_OK(metrale_free_async(ctx, u.p, other));
+    }
+    __atomic_store_n(&u.freed, 1, __ATOMIC_SEQ_CST);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    MT_OK(u.launched);
+    assert_int_equal(u.seen, 0x11);
+    size_t n = 99;
+    MT_OK(metrale_quarantine_scan(ctx, NULL, 0, &n));
+    assert_int_equal(n, 0);
+    /* s is done with it: the scan filled it, and a later write is caught. */
+    unsigned char* p = (unsigned char*)(uintptr_t)u.p;
+    assert_int_equal(p[0], METRALE_QUARANTINE_PATTERN);
+    p[2] = 0x33;
+    MT_STATUS(metrale_quarantine_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+    assert_int_equal(n, 1);
+    p[2] = METRALE_QUARANTINE_PATTERN;
+    MT_OK(metrale_stream_destroy(ctx, other));
+    MT_OK(metrale_stream_destroy(ctx, u.s));
+    mt_close(ctx);
+  }
+}
+
 static metrale_context_t* open_quarantine_without_pool(size_t budget) {
   metrale_context_options_t o = mt_options();
   o.redzone_bytes = PAD;
@@ -360,6 +451,7 @@ int main(void) {
       cmocka_unit_test(an_overrun_is_caught_when_its_block_leaves_the_quarantine),
       cmocka_unit_test(with_the_pool_off_only_the_quarantine_is_counted),
       cmocka_unit_test(the_destroy_logs_a_quarantined_blocks_overwritten_pad),
+      cmocka_unit_test(work_queued_before_the_free_on_other_streams_keeps_the_block),
   };
   return MT_RUN(tests);
 }

@@ -385,6 +385,15 @@ struct metrale_context {
   void quarantine_block(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on,
                         const char* file, int line);
   void release_quarantined(const std::vector<metrale::core::QuarantinedBlock>& out) noexcept;
+  // Events on the streams besides `fill` that may still use the block
+  // (never waited for: a free does not block); q.filled false when any.
+  void quarantine_waits(metrale::core::QuarantinedBlock* q);
+  // Fills q once its waits have completed and its stream does not capture.
+  bool fill_if_done(metrale::core::QuarantinedBlock& q);
+  void fill_quarantined(const metrale::core::QuarantinedBlock& q);
+  // Fills the held blocks whose waits have completed; filled_on (may be
+  // null) gets the streams those fills were queued on.
+  void fill_waiting_quarantined(std::vector<StreamHandle>* filled_on) noexcept;
   bool quarantine_takes(const metrale::core::LedgerEntry& e) const {
     return quarantine_ && e.kind == METRALE_ALLOC_DEVICE && quarantine_->fits(e.bytes + e.pad);
   }

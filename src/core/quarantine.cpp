@@ -9,9 +9,11 @@ std::vector<QuarantinedBlock> Quarantine::admit(QuarantinedBlock b) {
   std::lock_guard<std::mutex> lock(mutex_);
   b.serial = next_serial_++;
   bytes_ += b.span();
-  held_.push_back(b);
+  if (b.waiting()) waiting_.fetch_add(1, std::memory_order_release);
+  held_.push_back(std::move(b));
   while (bytes_ > budget_ && !held_.empty()) {
     bytes_ -= held_.front().span();
+    if (held_.front().waiting()) waiting_.fetch_sub(1, std::memory_order_release);
     out.push_back(held_.front());
     held_.pop_front();
   }
@@ -42,6 +44,7 @@ std::vector<QuarantinedBlock> Quarantine::drain() {
   std::vector<QuarantinedBlock> out(held_.begin(), held_.end());
   held_.clear();
   bytes_ = 0;
+  waiting_.store(0, std::memory_order_release);
   return out;
 }
 

@@ -6,6 +6,7 @@
 // the context fills, releases and scans.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -22,6 +23,16 @@ struct QuarantinedBlock {
   uint32_t free_site = 0;   // a ledger site id
   uint64_t stream = 0;      // backend stream the block is released on later
   uint64_t serial = 0;      // admission order: a scan's snapshot names blocks by it
+  // Work queued before the free on other streams (record_stream, the
+  // block's own stream after a free on another) may still use the block
+  // (rule 9): it is filled only once the events recorded there at the free
+  // (waits, the quarantine's to destroy) have completed. Until then its
+  // buffer holds no pattern and is not checked. Unfilled with no waits: a
+  // stream that must be waited for was capturing (an event there would
+  // join the graph), so it is never filled.
+  bool filled = true;
+  std::vector<uint64_t> waits;
+  bool waiting() const { return !filled && !waits.empty(); }
   size_t span() const { return entry.bytes + entry.pad; }
   // What the quarantine fills and watches: the buffer (the pad is the
   // red-zone checks').
@@ -38,6 +49,21 @@ class Quarantine {
   std::vector<QuarantinedBlock> admit(QuarantinedBlock b);
   // A copy of what is held, oldest first.
   std::vector<QuarantinedBlock> snapshot() const;
+  // Calls fill(q) on each held block that waits for events, oldest first,
+  // under the lock: no admit or drain can push it out meanwhile, so a fill
+  // never lands on a block the pool has again. fill returns whether it
+  // filled the block (and destroyed its events).
+  template <class Fill>
+  void fill_waiting(Fill&& fill) {
+    if (waiting_.load(std::memory_order_acquire) == 0) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (QuarantinedBlock& q : held_) {
+      if (!q.waiting() || !fill(q)) continue;
+      q.filled = true;
+      q.waits.clear();
+      waiting_.fetch_sub(1, std::memory_order_release);
+    }
+  }
   // Whether the block with this serial is still held.
   bool holds(uint64_t serial) const;
   // Blocks to be released on stream `gone` are released on `heir` instead:
@@ -52,6 +78,7 @@ class Quarantine {
   size_t budget_;
   size_t bytes_ = 0;
   uint64_t next_serial_ = 1;
+  std::atomic<size_t> waiting_{0};  // held blocks with waiting(): a poll's early out
   std::deque<QuarantinedBlock> held_;
 };
 

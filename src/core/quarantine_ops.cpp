@@ -23,20 +23,99 @@ void metrale_context::quarantine_block(DevPtr ptr, const metrale::core::LedgerEn
              : e.block != nullptr ? pool_->block_stream(e.block)
                                   : default_stream_->handle;
   q.free_site = ledger_.intern_site(file != nullptr ? file : "<unknown>", line);
-  // On the stream it is freed on: after the owner's last use there. The
-  // owner's work on other streams must be ordered before the free (rule 9),
-  // so a write the scan finds came after the free. The buffer only: the pad
-  // keeps what the owner left there, for the red-zone checks (a scan while
-  // quarantined, the freed-pad check when it leaves).
-  device([&] { backend_->memset_async(ptr, METRALE_QUARANTINE_PATTERN, q.body(), q.stream); });
+  // On the stream it is freed on: after the owner's last use there. Work
+  // queued before the free on the other streams that may use it (rule 9)
+  // is not ordered before that point, so the fill waits for it, without
+  // blocking the free. A write the scan finds then came after the free.
+  // The buffer only: the pad keeps what the owner left there, for the
+  // red-zone checks (a scan while quarantined, the freed-pad check when it
+  // leaves).
+  quarantine_waits(&q);
+  if (q.filled) {
+    fill_quarantined(q);
+  } else {
+    try {
+      fill_if_done(q);
+    } catch (...) {
+      for (EventHandle ev : q.waits) backend_->event_destroy(ev);
+      throw;
+    }
+  }
+  release_quarantined(quarantine_->admit(std::move(q)));
+  fill_waiting_quarantined(nullptr);
+}
+
+void metrale_context::quarantine_waits(QuarantinedBlock* q) {
+  if (q->entry.block == nullptr) return;  // a driver allocation: no streams of its own
+  std::vector<StreamHandle> streams = pool_->uses_of(q->entry.block);
+  streams.push_back(pool_->block_stream(q->entry.block));
+  std::sort(streams.begin(), streams.end());
+  streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
+  streams.erase(std::remove(streams.begin(), streams.end(), q->stream), streams.end());
+  if (streams.empty()) return;
+  q->filled = false;
+  try {
+    for (StreamHandle s : streams) {
+      if (device([&] { return backend_->stream_is_capturing(s); })) {
+        // Its event would join the graph: the block is never filled.
+        for (EventHandle ev : q->waits) backend_->event_destroy(ev);
+        q->waits.clear();
+        return;
+      }
+      q->waits.push_back(device([&] { return backend_->event_create(false); }));
+      device([&] { backend_->event_record(q->waits.back(), s); });
+    }
+  } catch (...) {
+    for (EventHandle ev : q->waits) backend_->event_destroy(ev);
+    throw;
+  }
+}
+
+bool metrale_context::fill_if_done(QuarantinedBlock& q) {
+  for (EventHandle ev : q.waits) {
+    if (!device([&] { return backend_->event_query(ev); })) return false;
+  }
+  // Into a capture the fill would wait for the graph's launch.
+  if (device([&] { return backend_->stream_is_capturing(q.stream); })) return false;
+  fill_quarantined(q);
+  for (EventHandle ev : q.waits) backend_->event_destroy(ev);
+  q.waits.clear();
+  q.filled = true;
+  return true;
+}
+
+void metrale_context::fill_quarantined(const QuarantinedBlock& q) {
+  device([&] { backend_->memset_async(q.ptr, METRALE_QUARANTINE_PATTERN, q.body(), q.stream); });
   // compute-sanitizer sees the block as freed from now on.
-  if (e.block != nullptr) chunk_source_->block_returned(ptr);
-  release_quarantined(quarantine_->admit(q));
+  if (q.entry.block != nullptr) chunk_source_->block_returned(q.ptr);
+}
+
+void metrale_context::fill_waiting_quarantined(std::vector<StreamHandle>* filled_on) noexcept {
+  quarantine_->fill_waiting([&](QuarantinedBlock& q) {
+    try {
+      if (!fill_if_done(q)) return false;
+      if (filled_on != nullptr) filled_on->push_back(q.stream);
+      return true;
+    } catch (const std::exception& ex) {
+      metrale::core::log().debug("filling quarantined {} failed, tried again later: {}",
+                                 metrale::core::hex(q.ptr), ex.what());
+      return false;
+    } catch (...) {
+      return false;
+    }
+  });
 }
 
 void metrale_context::release_quarantined(const std::vector<QuarantinedBlock>& out) noexcept {
   for (const QuarantinedBlock& q : out) {
     try {
+      if (!q.filled) {
+        // Never filled: its streams may still use it, and the pool waits
+        // for them (its uses, and a free on q.stream from another stream
+        // counts as one), so it keeps its own stream.
+        for (EventHandle ev : q.waits) backend_->event_destroy(ev);
+        if (q.entry.block != nullptr) chunk_source_->block_returned(q.ptr);
+      }
       // A padded pooled block leaves through the freed-pad check, with its
       // free's site: an overrun before its free is reported then.
       if (q.entry.pad > 0 && q.entry.block != nullptr &&
@@ -45,7 +124,7 @@ void metrale_context::release_quarantined(const std::vector<QuarantinedBlock>& o
         continue;
       }
       // A quarantine scan may be reading the whole block: held back like a pad.
-      if (q.entry.block != nullptr) pool_->set_stream(q.entry.block, q.stream);
+      if (q.entry.block != nullptr && q.filled) pool_->set_stream(q.entry.block, q.stream);
       if (scan_fence_.hold(q.ptr, q.entry.block)) continue;
       release_now(q.ptr, q.entry, q.stream);
     } catch (const std::exception& ex) {
@@ -70,16 +149,30 @@ std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free(
     free_held(held);
   };
   metrale::core::ScanPass<decltype(release)> pass(scan_fence_, release);
+  // Blocks whose other streams have finished since their free are filled
+  // now, and checked once the fill has run.
+  std::vector<StreamHandle> filled_on;
+  fill_waiting_quarantined(&filled_on);
+  std::sort(filled_on.begin(), filled_on.end());
+  filled_on.erase(std::unique(filled_on.begin(), filled_on.end()), filled_on.end());
+  for (StreamHandle h : filled_on) sync(h, "quarantine scan");
   const std::vector<QuarantinedBlock> held = quarantine_->snapshot();
   if (held.empty()) return found;
   std::vector<Range> ranges;
+  std::vector<size_t> checked;  // an unfilled buffer holds no pattern: not read
   ranges.reserve(held.size());
-  for (const QuarantinedBlock& q : held) ranges.push_back(Range{q.ptr, q.body()});
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (!held[i].filled) continue;
+    ranges.push_back(Range{held[i].ptr, held[i].body()});
+    checked.push_back(i);
+  }
   std::vector<uint32_t> mismatches(ranges.size(), 0);
-  device([&] {
-    backend_->pattern_count(ranges.data(), ranges.size(), METRALE_QUARANTINE_PATTERN,
-                            mismatches.data());
-  });
+  if (!ranges.empty()) {
+    device([&] {
+      backend_->pattern_count(ranges.data(), ranges.size(), METRALE_QUARANTINE_PATTERN,
+                              mismatches.data());
+    });
+  }
   std::vector<uint8_t> bytes;
   auto read_back = [&](DevPtr from, size_t n) {
     if (device([&] { return backend_->stream_is_capturing(default_stream_->handle); })) {
@@ -92,9 +185,9 @@ std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free(
     sync(default_stream_->handle, "quarantine scan");
   };
   if (pads != nullptr) quarantined_pads(held, read_back, &bytes, pads);
-  for (size_t i = 0; i < held.size(); ++i) {
-    if (mismatches[i] == 0) continue;
-    const QuarantinedBlock& q = held[i];
+  for (size_t k = 0; k < checked.size(); ++k) {
+    if (mismatches[k] == 0) continue;
+    const QuarantinedBlock& q = held[checked[k]];
     read_back(q.ptr, q.body());
     if (!quarantine_->holds(q.serial)) continue;  // released meanwhile: not ours to judge
     metrale_use_after_free_t u{};
@@ -106,7 +199,7 @@ std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free(
     u.free_file = ledger_.site_file(q.free_site);
     u.free_line = ledger_.site_line(q.free_site);
     u.bad_bytes = metrale::core::describe_difference(bytes.data(), bytes.size(),
-                                                     METRALE_QUARANTINE_PATTERN, mismatches[i],
+                                                     METRALE_QUARANTINE_PATTERN, mismatches[k],
                                                      &u.first_bad_offset, &u.found);
     found.push_back(u);
   }

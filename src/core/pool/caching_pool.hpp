@@ -149,6 +149,9 @@ class CachingPool {
   // Marks a handed-out block as used on `stream` too (like torch's
   // record_stream).
   void record_stream(Block* b, StreamId stream);
+  // The streams a handed-out block was marked as used on (its own aside):
+  // the quarantine waits for them before it fills the block.
+  std::vector<StreamId> uses_of(const Block* b) const;
   // The stream `gone` is about to be destroyed: waits for its frees, hands
   // its cached blocks and the blocks allocated on it to `heir`, and forgets
   // it (a backend may reuse the handle value for a new stream).

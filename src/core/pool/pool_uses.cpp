@@ -32,6 +32,11 @@ StreamId CachingPool::capturing_use_of(const Block* b) const {
   return capturing_use(b, 0);
 }
 
+std::vector<StreamId> CachingPool::uses_of(const Block* b) const {
+  std::lock_guard<FastMutex> lock(mu_);
+  return b->uses;
+}
+
 void CachingPool::record_stream(Block* b, StreamId stream) {
   std::lock_guard<FastMutex> lock(mu_);
   record_stream_held(b, stream);
