@@ -388,7 +388,9 @@ struct metrale_context {
   // Events on the streams besides `fill` that may still use the block
   // (never waited for: a free does not block); q.filled false when any.
   void quarantine_waits(metrale::core::QuarantinedBlock* q);
-  // Fills q once its waits have completed and its stream does not capture.
+  // Whether q's waits have completed and its stream does not capture.
+  bool waits_done(const metrale::core::QuarantinedBlock& q);
+  // Fills q (not yet admitted) when waits_done.
   bool fill_if_done(metrale::core::QuarantinedBlock& q);
   void fill_quarantined(const metrale::core::QuarantinedBlock& q);
   // Fills the held blocks whose waits have completed; filled_on (may be

@@ -33,6 +33,17 @@ bool Quarantine::holds(uint64_t serial) const {
   return it != held_.end() && it->serial == serial;
 }
 
+bool Quarantine::mark_filled(uint64_t serial) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = std::lower_bound(held_.begin(), held_.end(), serial,
+                             [](const QuarantinedBlock& q, uint64_t s) { return q.serial < s; });
+  if (it == held_.end() || it->serial != serial || !it->waiting()) return false;
+  it->filled = true;
+  it->waits.clear();
+  waiting_.fetch_sub(1, std::memory_order_release);
+  return true;
+}
+
 void Quarantine::retarget(uint64_t gone, uint64_t heir) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (QuarantinedBlock& q : held_)

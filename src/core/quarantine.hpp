@@ -49,21 +49,25 @@ class Quarantine {
   std::vector<QuarantinedBlock> admit(QuarantinedBlock b);
   // A copy of what is held, oldest first.
   std::vector<QuarantinedBlock> snapshot() const;
-  // Calls fill(q) on each held block that waits for events, oldest first,
-  // under the lock: no admit or drain can push it out meanwhile, so a fill
-  // never lands on a block the pool has again. fill returns whether it
-  // filled the block (and destroyed its events).
-  template <class Fill>
-  void fill_waiting(Fill&& fill) {
-    if (waiting_.load(std::memory_order_acquire) == 0) return;
+  // The held blocks that wait for events and for which ready(q) says the
+  // events have completed (asked under the lock, so never about a block
+  // pushed out and released meanwhile), as copies, oldest first. Their fill
+  // is the caller's, outside this lock (on the host backend a fill waits
+  // for a host kernel on its stream, which may itself free into here).
+  template <class Ready>
+  std::vector<QuarantinedBlock> ready_to_fill(Ready&& ready) {
+    std::vector<QuarantinedBlock> out;
+    if (waiting_.load(std::memory_order_acquire) == 0) return out;
     std::lock_guard<std::mutex> lock(mutex_);
-    for (QuarantinedBlock& q : held_) {
-      if (!q.waiting() || !fill(q)) continue;
-      q.filled = true;
-      q.waits.clear();
-      waiting_.fetch_sub(1, std::memory_order_release);
+    for (const QuarantinedBlock& q : held_) {
+      if (q.waiting() && ready(q)) out.push_back(q);
     }
+    return out;
   }
+  // Marks the block with this serial filled, its waits gone; false (nothing
+  // changed) when it was pushed out meanwhile: its release then destroys
+  // the waits, and the caller must not.
+  bool mark_filled(uint64_t serial);
   // Whether the block with this serial is still held.
   bool holds(uint64_t serial) const;
   // Blocks to be released on stream `gone` are released on `heir` instead:

@@ -71,12 +71,16 @@ void metrale_context::quarantine_waits(QuarantinedBlock* q) {
   }
 }
 
-bool metrale_context::fill_if_done(QuarantinedBlock& q) {
+bool metrale_context::waits_done(const QuarantinedBlock& q) {
   for (EventHandle ev : q.waits) {
     if (!device([&] { return backend_->event_query(ev); })) return false;
   }
   // Into a capture the fill would wait for the graph's launch.
-  if (device([&] { return backend_->stream_is_capturing(q.stream); })) return false;
+  return !device([&] { return backend_->stream_is_capturing(q.stream); });
+}
+
+bool metrale_context::fill_if_done(QuarantinedBlock& q) {
+  if (!waits_done(q)) return false;
   fill_quarantined(q);
   for (EventHandle ev : q.waits) backend_->event_destroy(ev);
   q.waits.clear();
@@ -91,19 +95,43 @@ void metrale_context::fill_quarantined(const QuarantinedBlock& q) {
 }
 
 void metrale_context::fill_waiting_quarantined(std::vector<StreamHandle>* filled_on) noexcept {
-  quarantine_->fill_waiting([&](QuarantinedBlock& q) {
-    try {
-      if (!fill_if_done(q)) return false;
+  try {
+    // The fills run without the quarantine's lock (a host kernel on their
+    // stream may free into it) but inside a pass: a block pushed out and
+    // released meanwhile stays allocated until the pass ends, after its
+    // fill was queued on its stream, before any reuse.
+    auto release = [this](const std::vector<metrale::core::ScanFence::Released>& held) {
+      free_held(held);
+    };
+    metrale::core::ScanPass<decltype(release)> pass(scan_fence_, release);
+    const std::vector<QuarantinedBlock> ready =
+        quarantine_->ready_to_fill([&](const QuarantinedBlock& q) {
+          try {
+            return waits_done(q);
+          } catch (...) {
+            return false;  // asked again at the next free or scan
+          }
+        });
+    for (const QuarantinedBlock& q : ready) {
+      try {
+        device([&] {
+          backend_->memset_async(q.ptr, METRALE_QUARANTINE_PATTERN, q.body(), q.stream);
+        });
+      } catch (const std::exception& ex) {
+        metrale::core::log().debug("filling quarantined {} failed, tried again later: {}",
+                                   metrale::core::hex(q.ptr), ex.what());
+        continue;
+      }
+      // Pushed out meanwhile: its release destroyed the waits and told
+      // the tools it is freed.
+      if (!quarantine_->mark_filled(q.serial)) continue;
+      for (EventHandle ev : q.waits) backend_->event_destroy(ev);
+      if (q.entry.block != nullptr) chunk_source_->block_returned(q.ptr);
       if (filled_on != nullptr) filled_on->push_back(q.stream);
-      return true;
-    } catch (const std::exception& ex) {
-      metrale::core::log().debug("filling quarantined {} failed, tried again later: {}",
-                                 metrale::core::hex(q.ptr), ex.what());
-      return false;
-    } catch (...) {
-      return false;
     }
-  });
+  } catch (...) {
+    // Out of host memory for the list: the fills are tried again later.
+  }
 }
 
 void metrale_context::release_quarantined(const std::vector<QuarantinedBlock>& out) noexcept {
