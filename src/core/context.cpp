@@ -241,7 +241,11 @@ size_t metrale_context::free_memory() {
   const size_t device_free = device_free_memory();
   // Waiting blocks count: an out-of-memory retry checks them and hands them
   // out.
-  return pool_ ? device_free + pool_->stats().cached + pad_verify_.bytes() : device_free;
+  if (!pool_) return device_free;
+  // At one moment (the pool's lock is the list's): a block a check pass
+  // moves from the list to the cache is counted once.
+  std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
+  return device_free + pool_->stats_held().cached + pad_verify_.bytes_held();
 }
 
 // --- shared helpers ---------------------------------------------------------

@@ -86,6 +86,9 @@ class PadVerifyQueue {
   void retarget(uint64_t gone, uint64_t heir);
   size_t count() const;
   size_t bytes() const;
+  // The same with the list's mutex held (read with other figures under it).
+  size_t count_held() const { return held_.size(); }
+  size_t bytes_held() const { return bytes_; }
 
   // Allocations (by seq) whose pad a scan reported while they were live:
   // their free's check does not report the same overrun again.

@@ -23,7 +23,15 @@ void metrale_context::pool_stats(metrale_pool_stats_t* out) const {
   metrale_pool_stats_t s{};
   s.struct_size = size;
   if (pool_) {
-    const metrale::core::pool::PoolStats p = pool_->stats();
+    metrale::core::pool::PoolStats p;
+    {
+      // One moment for the pool and the blocks waiting for their check (its
+      // lock is the list's): a block a check pass moves is counted once.
+      std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
+      p = pool_->stats_held();
+      s.pads_pending = pad_verify_.count_held();
+      s.pads_pending_bytes = pad_verify_.bytes_held();
+    }
     s.enabled = 1;
     s.reserved_bytes = p.reserved;
     s.in_use_bytes = p.in_use;
@@ -42,8 +50,6 @@ void metrale_context::pool_stats(metrale_pool_stats_t* out) const {
     s.pad_checks = pad_verify_.passes.load(std::memory_order_relaxed);
     s.pads_checked = pad_verify_.verified.load(std::memory_order_relaxed);
     s.pads_overwritten = pad_verify_.dirty.load(std::memory_order_relaxed);
-    s.pads_pending = pad_verify_.count();
-    s.pads_pending_bytes = pad_verify_.bytes();
   }
   // The quarantine holds driver memory back with the pool off too.
   s.quarantined_bytes = quarantined_bytes();

@@ -173,6 +173,7 @@ class CachingPool {
   void set_stream(Block* b, StreamId stream);
 
   PoolStats stats() const;
+  PoolStats stats_held() const;  // lock() held: with other figures under it
   // The same without largest_free (left 0), which walks every stream's bins:
   // for readers on a hot path (the event log samples it at every event).
   PoolStats totals() const;

@@ -7,6 +7,10 @@ namespace metrale::core::pool {
 
 PoolStats CachingPool::stats() const {
   std::lock_guard<FastMutex> lock(mu_);
+  return stats_held();
+}
+
+PoolStats CachingPool::stats_held() const {
   PoolStats s = st_;
   s.cached = s.reserved - s.in_use;
   s.largest_free = 0;
