@@ -900,7 +900,10 @@ typedef struct metrale_pool_stats {
                                   one wait per stream involved) */
   uint64_t pads_checked;       /* freed padded blocks those checks read */
   uint64_t pads_overwritten;   /* of those, found overwritten (a queued
-                                  check counts once its results are read) */
+                                  check counts once its results are read),
+                                  also when the overrun is not reported
+                                  again (a scan reported it while the
+                                  allocation was live or quarantined) */
   uint64_t pads_pending;       /* freed padded blocks waiting for a check now */
   uint64_t pads_pending_bytes; /* their block bytes (not reusable meanwhile;
                                   metrale_free_memory counts them) */

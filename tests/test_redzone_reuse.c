@@ -412,6 +412,38 @@ static void trim_oom_and_destroy_drain_the_list(void** state) {
   assert_non_null(strstr(g_logged, "free_site.c:77"));
 }
 
+/* pads_overwritten counts every check that found a pad overwritten, also
+ * one whose overrun a scan reported while the allocation was live (the
+ * check reports it not again). ordered: METRALE_REDZONE_VERIFY_ORDERED. */
+static void a_reported_pad_counts_at_its_check(const char* ordered) {
+  metrale_context_t* ctx = open_rz_ordered("1000", ordered);
+  if (ctx == NULL) skip();
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 1000, &p));
+  smash(ctx, p, 1000, 0);
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  assert_int_equal(n, 1);
+  start_capture();
+  MT_OK(metrale_free(ctx, p));
+  MT_OK(metrale_pool_trim(ctx, 0, NULL)); /* runs the check of the freed pad */
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n)); /* reads a queued check's results */
+  stop_capture();
+  assert_int_equal(n, 0);
+  assert_int_equal(g_lines, 0); /* not reported again */
+  assert_int_equal(stats(ctx).pads_checked, 1);
+  assert_int_equal(stats(ctx).pads_overwritten, 1);
+  mt_close(ctx);
+}
+static void a_reported_pad_counts_at_its_ordered_check(void** state) {
+  (void)state;
+  a_reported_pad_counts_at_its_check(NULL);
+}
+static void a_reported_pad_counts_at_its_synchronous_check(void** state) {
+  (void)state;
+  a_reported_pad_counts_at_its_check("0");
+}
+
 /* Stream order: a kernel on stream s overruns the pad, and the block is
  * freed on s right after, with nothing waited for. The check waits for s
  * before it reads the pad, so the overrun is found. */
@@ -643,6 +675,8 @@ int main(void) {
       cmocka_unit_test(waiting_block_is_not_handed_out),
       cmocka_unit_test(waiting_block_is_not_handed_out_synchronous),
       cmocka_unit_test(trim_oom_and_destroy_drain_the_list),
+      cmocka_unit_test(a_reported_pad_counts_at_its_ordered_check),
+      cmocka_unit_test(a_reported_pad_counts_at_its_synchronous_check),
       cmocka_unit_test(check_waits_for_the_freeing_stream),
       cmocka_unit_test(ordered_check_follows_the_freeing_stream),
       cmocka_unit_test(checks_follow_every_stream_of_a_batch),

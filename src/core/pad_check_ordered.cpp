@@ -158,9 +158,9 @@ void metrale_context::collect_ordered_checks(bool wait, std::vector<FreedPadRepo
       const metrale::backend::Backend::PadCheck& r = results[c.pads[j].result];
       if (r.bad_bytes == 0) continue;
       const PendingPad& p = c.pads[j];
+      pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);  // reported or not (as the pass)
       // A scan reported this overrun while the block was live: not again.
       if (pad_verify_.take_reported(p.entry.seq)) continue;
-      pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
       reports->push_back(describe_checked_pad(p, r));
     }
     pad_verify_.recycle(std::move(c.pads));  // its storage serves a later batch

@@ -234,9 +234,11 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
     const bool slack_dirty = at[i + 1] - at[i] == 2 && bad[at[i] + 1] != 0;
     any_dirty |= slack_dirty || bad[at[i]] != 0;
     if (bad[at[i]] == 0) continue;
+    // Counted even when not reported: pads_overwritten is what the checks
+    // found, not what they reported.
+    pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
     // A scan reported this overrun while the block was live: not again.
     if (pad_verify_.take_reported(ready[i].entry.seq)) continue;
-    pad_verify_.dirty.fetch_add(1, std::memory_order_relaxed);
     try {
       reports->push_back(describe_freed_pad(ready[i], bad[at[i]]));
     } catch (...) {
