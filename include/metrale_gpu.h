@@ -1115,8 +1115,8 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
  * METRALE_REDZONE_VERIFY_BYTES block bytes (default 1 GiB) wait, and before
  * metrale_redzone_scan, metrale_pool_trim, the pool's out-of-memory retry
  * and metrale_context_destroy (0 for either knob: every free is checked at
- * once; a malformed value fails metrale_context_create with
- * INVALID_ARGUMENT). Waiting blocks are memory the pool cannot reuse
+ * once, but see below for a free that finds a check running; a malformed
+ * value fails metrale_context_create with INVALID_ARGUMENT). Waiting blocks are memory the pool cannot reuse
  * until their check starts, so the byte bound is also how often large
  * blocks are checked: at the default, a loop of 64 MiB allocations starts
  * a check every 16 frees (each a device launch) and holds up to 1 GiB
@@ -1135,7 +1135,17 @@ metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_vi
  * first waits for the streams the blocks were freed and used on, once
  * each, then reads every tail in one device pass and reports before the
  * call that started it returns. Blocks whose stream captures wait for a
- * later check. So an overrun by an allocation freed before any scan is
+ * later check. One check runs at a time and a free never waits for
+ * another's: a free that meets a bound while another thread's check runs,
+ * or that is made from a host kernel or from a log callback (which may be
+ * what that check waits for), returns with its block unchecked and not yet
+ * reported. The check running takes it before it ends (its own call
+ * returns after that); when none runs (a free from a host kernel with no
+ * check running), the next check does: the next free that meets a bound,
+ * metrale_redzone_scan, metrale_pool_trim and the others named above. So
+ * with METRALE_REDZONE_VERIFY_BATCH=1, once every thread's calls have
+ * returned, only blocks freed from a host kernel with no check running
+ * and blocks whose stream captures still wait (pads_pending). So an overrun by an allocation freed before any scan is
  * caught (a scan of live pads alone never saw it): the check logs it at
  * error level with
  * the site that allocated and the site that freed the block and its tag,

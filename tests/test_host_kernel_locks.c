@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -485,6 +486,76 @@ static void pool_calls_inside_a_wait_cycle(void** state) {
   }
 }
 
+typedef struct {
+  metrale_context_t* ctx;
+  metrale_stream_t* s;
+  metrale_devptr_t p;
+  atomic_int started, done;
+  metrale_status_t freed;
+} pad_free_t;
+
+static void* freeing_into_a_busy_stream(void* arg) {
+  pad_free_t* f = arg;
+  atomic_store(&f->started, 1);
+  f->freed = metrale_free_async(f->ctx, f->p, f->s); /* its check waits for f->s */
+  atomic_store(&f->done, 1);
+  return NULL;
+}
+
+/* METRALE_REDZONE_VERIFY_BATCH=1: a free made while another thread's check
+ * of freed pads runs (it waits for a stream whose host kernel still runs)
+ * is not checked by its own call; the running check takes it before it
+ * ends, so once every thread is done nothing is pending and its overrun is
+ * logged and counted. */
+static void a_free_during_another_threads_pad_check_is_checked(void** state) {
+  (void)state;
+  signal(SIGALRM, on_alarm);
+  setenv("METRALE_REDZONE_VERIFY_BATCH", "1", 1);
+  metrale_context_options_t o = mt_options();
+  o.redzone_bytes = 64;
+  metrale_context_t* ctx = mt_open(&o);
+  unsetenv("METRALE_REDZONE_VERIFY_BATCH");
+  mt_require_host(ctx);
+  if (!mt_pool_on(ctx)) {
+    mt_close(ctx);
+    skip();
+  }
+  alarm(30);
+  gate_t g = {0};
+  launch_job_t j;
+  prepare_job(&j, ctx, "hold_pads", held_kernel, &g);
+  pad_free_t f = {.ctx = ctx, .s = j.s};
+  MT_OK(metrale_alloc_async(ctx, 1000, j.s, &f.p));
+  MT_OK(metrale_stream_synchronize(ctx, j.s));
+  const pthread_t tk = start_job(&j, &g.in);
+  pthread_t tf;
+  assert_int_equal(pthread_create(&tf, NULL, freeing_into_a_busy_stream, &f), 0);
+  while (!atomic_load(&f.started)) usleep(100);
+  usleep(300 * 1000); /* its check waits for the kernel's stream by now */
+  assert_int_equal(atomic_load(&f.done), 0);
+  metrale_devptr_t b = 0;
+  MT_OK(metrale_alloc_at(ctx, 1000, "pad_alloc.c", 1, &b));
+  const unsigned char junk = 0x5a;
+  MT_OK(metrale_copy_h2d(ctx, &junk, 1, b + 1000));
+  mt_keep_errors();
+  MT_OK(metrale_free_at(ctx, b, "pad_free.c", 2)); /* finds the check running */
+  atomic_store(&g.go, 1);
+  assert_int_equal(pthread_join(tk, NULL), 0);
+  assert_int_equal(pthread_join(tf, NULL), 0);
+  mt_stop_keeping_errors();
+  alarm(0);
+  MT_OK(j.launched);
+  MT_OK(f.freed);
+  metrale_pool_stats_t st = {.struct_size = sizeof st};
+  MT_OK(metrale_pool_stats(ctx, &st));
+  assert_int_equal(st.pads_pending, 0);
+  assert_int_equal(st.pads_checked, 2);
+  assert_int_equal(st.pads_overwritten, 1);
+  assert_non_null(strstr(mt_errors(), "freed at pad_free.c:2"));
+  MT_OK(metrale_stream_destroy(ctx, j.s));
+  mt_close(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(free_naming_a_busy_stream_never_waits_for_it),
@@ -494,6 +565,7 @@ int main(void) {
       cmocka_unit_test(a_kernel_waiting_for_a_record_behind_itself_is_refused),
       cmocka_unit_test(a_trim_waiting_for_a_kernel_that_allocates_never_deadlocks),
       cmocka_unit_test(pool_calls_inside_a_wait_cycle),
+      cmocka_unit_test(a_free_during_another_threads_pad_check_is_checked),
   };
   return MT_RUN(tests);
 }

@@ -487,7 +487,10 @@ struct metrale_context {
   // quarantine) move to the default stream once `gone`'s work is done.
   void hand_freed_blocks_to_heir(StreamHandle gone) noexcept;
   bool run_retirements_locked() noexcept;  // verify_mutex_ held; false: none finished
-  void drain_retirements() noexcept;       // verify_mutex_ not held by this thread
+  // verify_mutex_ not held by this thread. then_wanted: afterwards, the pass
+  // a free left while the mutex was held here (pass_wanted_), if any.
+  void drain_retirements(bool then_wanted = true) noexcept;
+  void run_wanted_pass() noexcept;  // the same alone
   static bool in_verify_pass() noexcept;   // pad_verify_ops.cpp
   // Marks this thread as running under verify_mutex_ (returns the old
   // mark): a log callback that calls back in then starts no pass and
@@ -716,6 +719,12 @@ struct metrale_context {
   UncheckedPads unchecked_sink_;
   metrale::core::OwnerLog owner_log_;  // under the ledger's lock
   std::mutex verify_mutex_;
+  // A free that met a bound but could not run its pass (another thread
+  // holds verify_mutex_, or it came from a host kernel or from inside a
+  // pass) sets it; whoever lets go of verify_mutex_ looks at it afterwards
+  // and runs the pass those frees left (verify_freed_pads). Without it such
+  // a block waited, unchecked, for an unrelated later pass.
+  std::atomic<bool> pass_wanted_{false};
   // A pass's scratch (run_verify_pass), under verify_mutex_: kept so that a
   // steady loop allocates nothing per pass. Members, not thread_locals: in
   // this shared library each thread_local use is a __tls_get_addr call.

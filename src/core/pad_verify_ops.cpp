@@ -83,36 +83,58 @@ bool metrale_context::hold_for_verify(DevPtr ptr, const metrale::core::LedgerEnt
 }
 
 void metrale_context::verify_freed_pads(bool wait_for_other_pass) noexcept {
-  if (t_in_pass || pool_ == nullptr) return;
+  if (pool_ == nullptr) return;
+  // Set before trying the mutex, cleared by a holder before it takes the
+  // list, looked at by every holder after letting go: a free that finds
+  // the mutex held has its block taken by that holder's pass or by the
+  // round it runs after (no blocking wait: host kernels and log callbacks
+  // call back in while a pass runs).
+  pass_wanted_.store(true);
+  if (t_in_pass) return;  // a log callback of this thread's pass: it takes them
   // Checking waits for streams: never from inside a host kernel (it may be
-  // the work waited for); the blocks wait for the next pass.
+  // the work waited for); the blocks wait for a pass running elsewhere or
+  // the next one.
   if (backend_->in_stream_work(0)) return;
   std::unique_lock<std::mutex> serial(verify_mutex_, std::defer_lock);
   if (wait_for_other_pass) {
     serial.lock();
   } else if (!serial.try_lock()) {
-    return;  // another thread's pass runs; these blocks go with the next one
+    return;  // another thread holds it; it runs a round for these blocks
   }
-  t_in_pass = true;
-  std::vector<FreedPadReport> reports;
-  try {
-    // Earlier stream-ordered checks first: their findings come before this
-    // pass's, and a scan (wait) sees every one of them.
-    collect_ordered_checks(false, &reports);
-    run_verify_pass(&reports);
-    if (wait_for_other_pass) collect_ordered_checks(true, &reports);
-  } catch (const std::exception& ex) {
-    // Warn: the blocks went back to the pool unchecked, so an overrun of
-    // theirs can no longer be reported; the user needs to know why.
-    metrale::core::log().warn(
-        "red-zone check of freed blocks failed, the blocks went back unchecked: {}", ex.what());
-  } catch (...) {
-    metrale::core::log().warn("red-zone check of freed blocks failed, the blocks went back unchecked");
+  for (;;) {
+    pass_wanted_.store(false);
+    t_in_pass = true;
+    std::vector<FreedPadReport> reports;
+    try {
+      // Earlier stream-ordered checks first: their findings come before this
+      // pass's, and a scan (wait) sees every one of them.
+      collect_ordered_checks(false, &reports);
+      run_verify_pass(&reports);
+      if (wait_for_other_pass) collect_ordered_checks(true, &reports);
+    } catch (const std::exception& ex) {
+      // Warn: the blocks went back to the pool unchecked, so an overrun of
+      // theirs can no longer be reported; the user needs to know why.
+      metrale::core::log().warn(
+          "red-zone check of freed blocks failed, the blocks went back unchecked: {}", ex.what());
+    } catch (...) {
+      metrale::core::log().warn("red-zone check of freed blocks failed, the blocks went back unchecked");
+    }
+    t_in_pass = false;
+    serial.unlock();
+    drain_retirements(false);  // streams destroyed meanwhile by host kernels
+    report_freed_pads(reports);
+    // Frees that found the mutex held (or came from this pass's host
+    // kernels and log callbacks): another round while they meet a bound.
+    // Blocks a round put back (their stream captures) set nothing, so
+    // this ends once no thread is left freeing into the pass.
+    if (!pass_wanted_.load() || !pad_verify_.bound_met()) return;
+    if (!serial.try_lock()) return;  // its holder looks after letting go
+    wait_for_other_pass = false;
   }
-  t_in_pass = false;
-  serial.unlock();
-  drain_retirements();  // streams destroyed meanwhile by host kernels
-  report_freed_pads(reports);
+}
+
+void metrale_context::run_wanted_pass() noexcept {
+  if (pass_wanted_.load() && pad_verify_.bound_met()) verify_freed_pads(false);
 }
 
 bool metrale_context::in_verify_pass() noexcept { return t_in_pass; }

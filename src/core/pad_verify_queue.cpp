@@ -70,6 +70,11 @@ size_t PadVerifyQueue::bytes() const {
   return bytes_;
 }
 
+bool PadVerifyQueue::bound_met() const {
+  std::lock_guard<FastMutex> lock(mutex_);
+  return !held_.empty() && (held_.size() >= limits_.count || bytes_ >= limits_.bytes);
+}
+
 void PadVerifyQueue::note_reported(uint64_t seq) {
   std::lock_guard<std::mutex> lock(reported_mutex_);
   reported_.insert(seq);

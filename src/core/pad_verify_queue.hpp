@@ -89,6 +89,8 @@ class PadVerifyQueue {
   // The same with the list's mutex held (read with other figures under it).
   size_t count_held() const { return held_.size(); }
   size_t bytes_held() const { return bytes_; }
+  // Whether the list meets a bound now (commit_held's answer, read again).
+  bool bound_met() const;
 
   // Allocations (by seq) whose pad a scan reported while they were live:
   // their free's check does not report the same overrun again.

@@ -34,6 +34,7 @@ void metrale_context::retire_stream_handle(Retirement r) {
       mark_verify_pass(was);
     }
     drain_retirements();
+    run_wanted_pass();  // a free that found the mutex held above
     return;
   }
   if (!queue_retirement(r)) return;
@@ -119,20 +120,24 @@ bool metrale_context::run_retirements_locked() noexcept {
   return put_off < todo.size();
 }
 
-void metrale_context::drain_retirements() noexcept {
+void metrale_context::drain_retirements(bool then_wanted) noexcept {
   // A destroy queues before it tries the mutex, and a holder looks again
   // after letting go: one of the two runs every queued retirement. Ones put
   // off again (a wait cycle) stay queued for a later drain.
+  bool held = false;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(retire_mutex_);
-      if (retire_later_.empty()) return;
+      if (retire_later_.empty()) break;
     }
     std::unique_lock<std::mutex> serial(verify_mutex_, std::try_to_lock);
-    if (!serial.owns_lock()) return;  // its holder looks after letting go
+    if (!serial.owns_lock()) break;  // its holder looks after letting go
+    held = true;
     const bool was = mark_verify_pass(true);
     const bool progress = run_retirements_locked();
     mark_verify_pass(was);
-    if (!progress) return;
+    if (!progress) break;
   }
+  // A free that found the mutex held here left its pass to this holder.
+  if (held && then_wanted && !in_verify_pass()) run_wanted_pass();
 }
