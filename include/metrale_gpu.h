@@ -907,10 +907,17 @@ typedef struct metrale_pool_stats {
   uint64_t pads_pending;       /* freed padded blocks waiting for a check now */
   uint64_t pads_pending_bytes; /* their block bytes (not reusable meanwhile;
                                   metrale_free_memory counts them) */
+  /* Added after pads_pending_bytes; a struct_size of
+   * offsetof(metrale_pool_stats_t, pads_unlisted) is accepted too. */
+  uint64_t pads_unlisted;      /* of pads_overwritten, reports no
+                                  metrale_redzone_scan will list: past the
+                                  METRALE_REDZONE_FREED_REPORTS_MAX kept
+                                  between scans (logged at error level only) */
 } metrale_pool_stats_t;
 
 /** Copies the pool's figures into *out (out->struct_size set by the caller:
- *  sizeof(metrale_pool_stats_t) or the older layout's size, see pad_fills).
+ *  sizeof(metrale_pool_stats_t) or an older layout's size, see pad_fills
+ *  and pads_unlisted).
  *  With the pool off: enabled 0, every figure 0 (the pad figures too)
  *  except quarantined_bytes: the quarantine holds driver allocations back
  *  then, and that is what it counts.
@@ -1079,6 +1086,10 @@ metrale_status_t metrale_allocation_tag(metrale_context_t* ctx, metrale_devptr_t
 /* Red zones                                                           */
 /* ------------------------------------------------------------------ */
 
+/** How many reports of pads overwritten before their free ("Freed pads"
+ *  below) the context keeps for the next metrale_redzone_scan. */
+#define METRALE_REDZONE_FREED_REPORTS_MAX 4096
+
 /** Checks every pad in one pass, after waiting for the work on the context's
  *  streams that are not capturing (work on streams this library did not
  *  create, e.g. the CUDA runtime's, must be finished by the caller; the
@@ -1101,7 +1112,13 @@ metrale_status_t metrale_allocation_tag(metrale_context_t* ctx, metrale_devptr_t
  *  the context keeps the table between scans (32 bytes per pad in host
  *  memory; on cuda 16 in device memory plus 8 for results).
  *  INVALID_ARGUMENT from a host kernel of ctx: the scan waits for every
- *  stream, the kernel's own included (rule 5). */
+ *  stream, the kernel's own included (rule 5).
+ *  Overruns of freed blocks found by the checks of freed pads ("Freed
+ *  pads") are kept for the next scan, METRALE_REDZONE_FREED_REPORTS_MAX of
+ *  them at most (the oldest; a scan takes them all and empties the list).
+ *  Past that bound a finding is only logged at error level and counted in
+ *  pads_overwritten and pads_unlisted (metrale_pool_stats): no scan lists
+ *  it, so a scan's count can be lower than the overruns found meanwhile. */
 metrale_status_t metrale_redzone_scan(metrale_context_t* ctx, metrale_redzone_violation_t* out,
                                       size_t cap, size_t* count);
 

@@ -444,6 +444,39 @@ static void a_reported_pad_counts_at_its_synchronous_check(void** state) {
   a_reported_pad_counts_at_its_check("0");
 }
 
+/* The reports kept for the next scan are bounded: past
+ * METRALE_REDZONE_FREED_REPORTS_MAX an overrun of a freed block is logged
+ * and counted (pads_overwritten, pads_unlisted), never listed. */
+static int g_freed_lines;
+static void count_freed_lines(metrale_log_level_t level, const char* msg, void* user) {
+  (void)user;
+  if (level >= METRALE_LOG_ERROR && strstr(msg, "before its free") != NULL) g_freed_lines++;
+}
+static void reports_past_the_bound_are_counted_unlisted(void** state) {
+  (void)state;
+  enum { N = METRALE_REDZONE_FREED_REPORTS_MAX + 3 };
+  metrale_context_t* ctx = open_rz(NULL);
+  if (ctx == NULL) skip();
+  static metrale_devptr_t p[N];
+  for (int i = 0; i < N; ++i) {
+    MT_OK(metrale_alloc(ctx, 1000, &p[i]));
+    smash(ctx, p[i], 1000, 1);
+  }
+  g_freed_lines = 0; /* many: not captured as text */
+  MT_OK(metrale_log_set_callback(count_freed_lines, NULL));
+  for (int i = 0; i < N; ++i) MT_OK(metrale_free(ctx, p[i]));
+  size_t n = 0;
+  MT_STATUS(metrale_redzone_scan(ctx, NULL, 0, &n), METRALE_ERROR_REDZONE_CORRUPTED);
+  MT_OK(metrale_log_set_callback(NULL, NULL));
+  assert_int_equal(g_freed_lines, N); /* every one logged */
+  assert_int_equal(n, METRALE_REDZONE_FREED_REPORTS_MAX);
+  assert_int_equal(stats(ctx).pads_overwritten, N);
+  assert_int_equal(stats(ctx).pads_unlisted, 3);
+  MT_OK(metrale_redzone_scan(ctx, NULL, 0, &n));
+  assert_int_equal(n, 0);
+  mt_close(ctx);
+}
+
 /* Stream order: a kernel on stream s overruns the pad, and the block is
  * freed on s right after, with nothing waited for. The check waits for s
  * before it reads the pad, so the overrun is found. */
@@ -677,6 +710,7 @@ int main(void) {
       cmocka_unit_test(trim_oom_and_destroy_drain_the_list),
       cmocka_unit_test(a_reported_pad_counts_at_its_ordered_check),
       cmocka_unit_test(a_reported_pad_counts_at_its_synchronous_check),
+      cmocka_unit_test(reports_past_the_bound_are_counted_unlisted),
       cmocka_unit_test(check_waits_for_the_freeing_stream),
       cmocka_unit_test(ordered_check_follows_the_freeing_stream),
       cmocka_unit_test(checks_follow_every_stream_of_a_batch),

@@ -48,10 +48,13 @@ METRALE_API metrale_status_t metrale_pool_stats(metrale_context_t* ctx, metrale_
     metrale_context* c = live(ctx);
     require(out, "out");
     if (out->struct_size != sizeof(metrale_pool_stats_t) &&
+        out->struct_size != offsetof(metrale_pool_stats_t, pads_unlisted) &&
         out->struct_size != offsetof(metrale_pool_stats_t, pad_fills)) {
       metrale::fail(METRALE_ERROR_INVALID_ARGUMENT,
                     "out->struct_size is " + std::to_string(out->struct_size) + ", expected " +
                         std::to_string(sizeof(metrale_pool_stats_t)) + " (or " +
+                        std::to_string(offsetof(metrale_pool_stats_t, pads_unlisted)) +
+                        ", the layout before pads_unlisted, or " +
                         std::to_string(offsetof(metrale_pool_stats_t, pad_fills)) +
                         ", the layout before pad_fills)");
     }

@@ -624,7 +624,7 @@ struct metrale_context {
   std::vector<FreedPadReport> take_freed_reports();
   // A scan that failed after taking them gives them back, oldest first.
   void put_back_freed_reports(std::vector<FreedPadReport>&& taken) noexcept;
-  static constexpr size_t kMaxFreedReports = 4096;
+  static constexpr size_t kMaxFreedReports = METRALE_REDZONE_FREED_REPORTS_MAX;
   // Starts timing a launch on st: true with *start recorded, false when the
   // timing is dropped (caps of KernelTimer; counted in timings_dropped).
   bool begin_timing(metrale::core::KernelObj* kern, metrale::core::StreamObj* st, size_t* row, EventHandle* start);

@@ -119,6 +119,7 @@ class PadVerifyQueue {
   std::atomic<uint64_t> passes{0};         // batch passes that read tails
   std::atomic<uint64_t> verified{0};       // blocks those passes checked
   std::atomic<uint64_t> dirty{0};          // blocks found overwritten
+  std::atomic<uint64_t> unlisted{0};       // their reports past the scan's list bound
 
  private:
   FastMutex own_;

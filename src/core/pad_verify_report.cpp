@@ -56,7 +56,10 @@ void metrale_context::report_freed_pads(const std::vector<FreedPadReport>& repor
   {
     std::lock_guard<std::mutex> lock(freed_reports_mutex_);
     for (const FreedPadReport& r : reports) {
-      if (freed_reports_.size() < kMaxFreedReports) freed_reports_.push_back(r);
+      if (freed_reports_.size() < kMaxFreedReports)
+        freed_reports_.push_back(r);
+      else
+        pad_verify_.unlisted.fetch_add(1, std::memory_order_relaxed);  // logged above only
     }
   }
   std::vector<metrale_redzone_violation_t> found;

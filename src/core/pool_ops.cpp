@@ -42,14 +42,14 @@ void metrale_context::pool_stats(metrale_pool_stats_t* out) const {
     s.chunk_frees = p.chunk_frees;
     s.largest_free_block = p.largest_free;
     s.blocks_in_use = p.blocks_in_use;
-    // The freed-pad check is the pool's: with the pool off its figures are
-    // 0, even though a scan's look at quarantined pads counts as overwritten.
+    // The freed-pad check is the pool's: with the pool off its figures are 0.
     s.pad_fills = pad_verify_.fills.load(std::memory_order_relaxed);
     s.pad_fills_skipped = pad_verify_.fills_skipped.load(std::memory_order_relaxed) +
                           pad_verify_.fills_skipped_held.load(std::memory_order_relaxed);
     s.pad_checks = pad_verify_.passes.load(std::memory_order_relaxed);
     s.pads_checked = pad_verify_.verified.load(std::memory_order_relaxed);
     s.pads_overwritten = pad_verify_.dirty.load(std::memory_order_relaxed);
+    s.pads_unlisted = pad_verify_.unlisted.load(std::memory_order_relaxed);
   }
   // The quarantine holds driver memory back with the pool off too.
   s.quarantined_bytes = quarantined_bytes();
