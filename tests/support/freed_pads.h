@@ -58,7 +58,10 @@ static void capture(metrale_log_level_t level, const char* msg, void* user) {
   (void)user;
   if (level < METRALE_LOG_ERROR || strstr(msg, "before its free") == NULL) return;
   g_lines++;
-  strncat(g_logged, msg, sizeof g_logged - strlen(g_logged) - 2);
+  /* Bounded: past 8 KiB of lines, the rest is counted, not kept. */
+  const size_t used = strlen(g_logged);
+  if (used + 2 >= sizeof g_logged) return;
+  strncat(g_logged, msg, sizeof g_logged - used - 2);
   strcat(g_logged, "\n");
 }
 static void start_capture(void) {

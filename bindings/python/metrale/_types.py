@@ -95,7 +95,7 @@ class PoolStats(ctypes.Structure):
             "peak_in_use_bytes", "chunk_allocs", "chunk_frees", "largest_free_block",
             "blocks_in_use", "quarantined_bytes", "pad_fills", "pad_fills_skipped",
             "pad_checks", "pads_checked", "pads_overwritten", "pads_pending",
-            "pads_pending_bytes",
+            "pads_pending_bytes", "pads_unlisted",
         )
     ]
 

@@ -105,6 +105,8 @@ pub const METRALE_REDZONE_PATTERN: u8 = 0xA5;
 /// first_bad_offset when the bad bytes a check counted were rewritten before
 /// they could be read back (found is 0 then).
 pub const METRALE_REDZONE_OFFSET_UNKNOWN: usize = usize::MAX;
+/// Freed-pad findings kept between two scans (the rest: `pads_unlisted`).
+pub const METRALE_REDZONE_FREED_REPORTS_MAX: usize = 4096;
 
 /// Bounds on allocation tags (metrale_tag_push).
 pub const METRALE_TAG_MAX_BYTES: usize = 256;
@@ -158,6 +160,7 @@ pub struct metrale_pool_stats_t {
     pub pads_overwritten: u64,
     pub pads_pending: u64,
     pub pads_pending_bytes: u64,
+    pub pads_unlisted: u64,
 }
 
 #[repr(C)]

@@ -292,7 +292,7 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
             struct_size, enabled, reserved_bytes, in_use_bytes, requested_bytes, cached_bytes,
             peak_in_use_bytes, chunk_allocs, chunk_frees, largest_free_block, blocks_in_use,
             quarantined_bytes, pad_fills, pad_fills_skipped, pad_checks, pads_checked,
-            pads_overwritten, pads_pending, pads_pending_bytes
+            pads_overwritten, pads_pending, pads_pending_bytes, pads_unlisted
         }
         metrale_host_kernel_call_t { grid, block, shared_bytes, params, args, args_bytes }
     }
