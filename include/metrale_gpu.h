@@ -1240,7 +1240,10 @@ typedef struct metrale_use_after_free {
  *  is filled only once the work queued on those streams before the free
  *  has completed, which the free does not wait for: an event is recorded
  *  on each, and later frees and scans fill the blocks whose events have
- *  completed (never into a capture). Until then its buffer is not checked;
+ *  completed (never into a capture). With the pool off, where a driver
+ *  free would wait for the whole device, every freed block waits so for
+ *  the work queued before its free on each stream of ctx (its free still
+ *  does not wait). Until then its buffer is not checked;
  *  if it leaves the quarantine unfilled, the pool waits for those streams
  *  as for any such free. A stream that captures at the free is never
  *  waited for, so that block is never filled. Past quarantine_bytes the

@@ -388,6 +388,8 @@ struct metrale_context {
   // Events on the streams besides `fill` that may still use the block
   // (never waited for: a free does not block); q.filled false when any.
   void quarantine_waits(metrale::core::QuarantinedBlock* q);
+  void record_quarantine_waits(metrale::core::QuarantinedBlock* q,
+                               std::vector<StreamHandle> streams);
   // Whether q's waits have completed and its stream does not capture.
   bool waits_done(const metrale::core::QuarantinedBlock& q);
   // Fills q (not yet admitted) when waits_done.

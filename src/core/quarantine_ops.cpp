@@ -46,9 +46,24 @@ void metrale_context::quarantine_block(DevPtr ptr, const metrale::core::LedgerEn
 }
 
 void metrale_context::quarantine_waits(QuarantinedBlock* q) {
-  if (q->entry.block == nullptr) return;  // a driver allocation: no streams of its own
+  if (q->entry.block == nullptr) {
+    // A driver allocation (pool off): its free would wait for the whole
+    // device (cuMemFree), so work queued before it on any stream may
+    // still use the block. The fill waits for every stream of ctx, under
+    // the lock that keeps their backend handles alive.
+    std::lock_guard<std::mutex> hold(stream_handles_mutex_);
+    std::vector<StreamHandle> streams;
+    for (const metrale::core::StreamObj* st : streams_.live()) streams.push_back(st->handle);
+    record_quarantine_waits(q, std::move(streams));
+    return;
+  }
   std::vector<StreamHandle> streams = pool_->uses_of(q->entry.block);
   streams.push_back(pool_->block_stream(q->entry.block));
+  record_quarantine_waits(q, std::move(streams));
+}
+
+void metrale_context::record_quarantine_waits(QuarantinedBlock* q,
+                                              std::vector<StreamHandle> streams) {
   std::sort(streams.begin(), streams.end());
   streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
   streams.erase(std::remove(streams.begin(), streams.end(), q->stream), streams.end());
