@@ -1880,8 +1880,10 @@ metrale_status_t metrale_device_live(metrale_backend_t backend, int device, size
  * many violations it found and up to 16 of them. Arenas and pinned host
  * memory are not logged; a scan with nothing to check (no pads, nothing
  * quarantined) writes no line.
- * Order: seq orders the events of one address as they happened (a free
- * takes its number before the memory can be handed out again), but lines
+ * Order: seq orders the events of one address as they happened (an alloc
+ * takes its number as its entry is recorded, a free or sweep as the entry
+ * leaves, under one lock, before the memory can be handed out again: a
+ * sweep racing an alloc call is numbered after it), but lines
  * of different threads may reach the file out of seq order: sort by seq.
  * Cost: with no log open each alloc and free pays one branch; with one
  * open, one formatted line each plus a pool-stats read, appended to a

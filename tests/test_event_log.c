@@ -426,6 +426,34 @@ static int by_ptr_then_seq(const void* a, const void* b) {
   return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* Sorted by seq, the alloc and free events of each address alternate,
+ * starting with an alloc; want: how many there are. */
+static void check_alternation(const char* path, size_t want) {
+  lines_t l = read_lines(path);
+  ev_t* ev = calloc(l.count, sizeof(ev_t));
+  size_t n = 0;
+  for (size_t i = 0; i < l.count; ++i) {
+    const int is_alloc = strstr(l.line[i], "\"ev\":\"alloc\"") != NULL;
+    if (!is_alloc && strstr(l.line[i], "\"ev\":\"free\"") == NULL) continue;
+    ev[n].seq = field_u64(l.line[i], "seq");
+    ev[n].ptr = field_u64(l.line[i], "ptr");
+    ev[n].alloc = is_alloc;
+    ++n;
+  }
+  assert_int_equal(n, want);
+  qsort(ev, n, sizeof(ev_t), by_ptr_then_seq);
+  for (size_t i = 0; i < n; ++i) {
+    const int first = i == 0 || ev[i].ptr != ev[i - 1].ptr;
+    const int want_alloc = first || !ev[i - 1].alloc;
+    if (ev[i].alloc != want_alloc) {
+      fail_msg("address 0x%llx: seq %llu is %s after %s", ev[i].ptr, ev[i].seq,
+               ev[i].alloc ? "an alloc" : "a free", first ? "nothing" : "the same kind");
+    }
+  }
+  free(ev);
+  free_lines(&l);
+}
+
 static void seq_orders_each_address_across_threads(void** state) {
   (void)state;
   char path[256];
@@ -448,29 +476,45 @@ static void seq_orders_each_address_across_threads(void** state) {
   fclose(f);
   MT_OK(metrale_event_log_close(ctx));
   mt_close(ctx);
-  lines_t l = read_lines(path);
-  ev_t* ev = calloc(l.count, sizeof(ev_t));
-  size_t n = 0;
-  for (size_t i = 0; i < l.count; ++i) {
-    const int is_alloc = strstr(l.line[i], "\"ev\":\"alloc\"") != NULL;
-    if (!is_alloc && strstr(l.line[i], "\"ev\":\"free\"") == NULL) continue;
-    ev[n].seq = field_u64(l.line[i], "seq");
-    ev[n].ptr = field_u64(l.line[i], "ptr");
-    ev[n].alloc = is_alloc;
-    ++n;
-  }
-  assert_int_equal(n, 2 * THREADS * ROUNDS);
-  qsort(ev, n, sizeof(ev_t), by_ptr_then_seq);
-  for (size_t i = 0; i < n; ++i) {
-    const int first = i == 0 || ev[i].ptr != ev[i - 1].ptr;
-    const int want_alloc = first || !ev[i - 1].alloc;
-    if (ev[i].alloc != want_alloc) {
-      fail_msg("address 0x%llx: seq %llu is %s after %s", ev[i].ptr, ev[i].seq,
-               ev[i].alloc ? "an alloc" : "a free", first ? "nothing" : "the same kind");
-    }
-  }
-  free(ev);
-  free_lines(&l);
+  check_alternation(path, 2 * THREADS * ROUNDS);
+  unlink(path);
+}
+
+typedef struct {
+  metrale_context_t* ctx;
+  int sweeps;
+} sweeper_t;
+
+/* Sweeps from the allocating thread, at the debug line a large alloc logs
+ * after its entry is on the ledger and before the call returns. */
+static void sweep_at_alloc_line(metrale_log_level_t level, const char* message, void* user) {
+  (void)level;
+  sweeper_t* s = user;
+  if (strstr(message, "alloc 32") == NULL || strstr(message, "race.c") == NULL) return;
+  size_t swept = 0;
+  if (metrale_sweep_unreleased(s->ctx, &swept) == METRALE_OK && swept == 1) ++s->sweeps;
+}
+
+/* A sweep racing an alloc call that has not returned yet: the sweep's free
+ * is numbered after the alloc it frees. */
+static void a_sweep_racing_an_alloc_is_numbered_after_it(void** state) {
+  (void)state;
+  char path[256];
+  log_path(path, sizeof path, "sweep_race");
+  metrale_context_t* ctx = mt_open(NULL);
+  MT_OK(metrale_event_log_open(ctx, path));
+  sweeper_t sw = {ctx, 0};
+  MT_OK(metrale_log_set_level(METRALE_LOG_DEBUG));
+  MT_OK(metrale_log_set_callback(sweep_at_alloc_line, &sw));
+  metrale_devptr_t p = 0;
+  const metrale_status_t st = metrale_alloc_at(ctx, 32u << 20, "race.c", 1, &p);
+  MT_OK(metrale_log_set_callback(NULL, NULL));
+  MT_OK(metrale_log_set_level(METRALE_LOG_WARN));
+  MT_OK(st);
+  assert_int_equal(sw.sweeps, 1);
+  MT_OK(metrale_event_log_close(ctx));
+  mt_close(ctx);
+  check_alternation(path, 2);
   unlink(path);
 }
 
@@ -487,6 +531,7 @@ int main(void) {
       cmocka_unit_test(quarantine_scans_are_logged),
       cmocka_unit_test(exit_flushes_without_destroy),
       cmocka_unit_test(seq_orders_each_address_across_threads),
+      cmocka_unit_test(a_sweep_racing_an_alloc_is_numbered_after_it),
   };
   return MT_RUN(tests);
 }

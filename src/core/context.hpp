@@ -95,8 +95,12 @@ struct metrale_context {
     }
     return alloc_logged(bytes, file, line, kind, s, wait_for_fill);
   }
+  // tk: the event log's number for this alloc, taken under the ledger's
+  // lock right before its entry appears (the general path then), so that a
+  // free or sweep that finds the entry is numbered after it.
   DevPtr alloc_unlogged(size_t bytes, const char* file, int line, metrale_alloc_kind_t kind,
-                        metrale_stream* s, bool wait_for_fill);
+                        metrale_stream* s, bool wait_for_fill,
+                        metrale::core::EventLog::Ticket* tk = nullptr);
   void free(DevPtr ptr, const char* file = nullptr, int line = 0);
 
   // --- the caching pool (pool_ops.cpp) ---
@@ -252,6 +256,14 @@ struct metrale_context {
   // the pool's stats (and so the ledger's lock): never call them with it held.
   DevPtr alloc_logged(size_t bytes, const char* file, int line, metrale_alloc_kind_t kind,
                       metrale_stream* s, bool wait_for_fill);
+  // Ledger::take with the event log's number taken under the same lock.
+  bool take_entry(DevPtr ptr, metrale::core::LedgerEntry* e,
+                  metrale::core::EventLog::Ticket* tk) {
+    std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+    if (!ledger_.take_locked(ptr, e)) return false;
+    *tk = event_log_.ticket();
+    return true;
+  }
   void log_free(metrale::core::EventLog::Ticket tk, const metrale::core::LedgerEntry& e,
                 DevPtr ptr, const metrale::core::StreamObj* st, const char* file, int line,
                 bool sweep = false) {

@@ -195,8 +195,9 @@ void EventLog::mem_line(const char* ev, Ticket t, const EventMem& m,
   }
 }
 
-void EventLog::alloc(const EventMem& m, const EventPoolState& pool) noexcept {
-  mem_line("alloc", take_ticket(), m, pool);
+void EventLog::alloc(Ticket t, const EventMem& m, const EventPoolState& pool) noexcept {
+  if (t.seq == 0 && t.t_ns == 0) t = take_ticket();  // a log opened meanwhile
+  mem_line("alloc", t, m, pool);
 }
 
 void EventLog::free(Ticket t, const EventMem& m, const EventPoolState& pool) noexcept {

@@ -8,11 +8,13 @@
 // lock; pool state is sampled by the caller.
 //
 // Order: each event takes a number (seq) from a per-context counter. An
-// alloc takes it after its ledger entry exists (before the caller gets the
-// pointer); a free takes it (ticket()) before its entry leaves the ledger,
-// so before the memory can be handed out again. So for one address, seq
-// orders its alloc, free and next alloc as they happened, even when threads'
-// lines reach the file in another order; readers sort by seq.
+// alloc takes it (ticket()) under the ledger's lock as its entry is
+// recorded, after its memory was handed out; a free or sweep takes it under
+// that lock as it takes the entry off, before the memory can be handed out
+// again. So for one address, seq orders its alloc, free and next alloc as
+// they happened, even when threads' lines reach the file in another order
+// or a sweep frees an allocation whose call has not returned; readers sort
+// by seq.
 #pragma once
 
 #include <atomic>
@@ -104,7 +106,8 @@ class EventLog {
   }
 
   // The lines. Never throw: a line that cannot be written is counted lost.
-  void alloc(const EventMem& m, const EventPoolState& pool) noexcept;
+  // t: taken as the entry was recorded ({0, 0}: a number is taken now).
+  void alloc(Ticket t, const EventMem& m, const EventPoolState& pool) noexcept;
   void free(Ticket t, const EventMem& m, const EventPoolState& pool) noexcept;
   void oom(const EventMem& m, const EventPoolState& pool) noexcept;
   // scan: "redzone" or "quarantine"; violations: how many were found in

@@ -68,13 +68,14 @@ metrale_context::DevPtr metrale_context::alloc_logged(size_t bytes, const char* 
   // The caller's value as given (no lookup, nothing to throw here): the
   // alloc checks it, and an alloc that got this far had a live stream.
   m.stream = s == nullptr || s == default_stream_id_ ? 0 : metrale::core::handle_id::value_of(s);
+  metrale::core::EventLog::Ticket tk;
   try {
-    m.ptr = alloc_unlogged(bytes, file, line, kind, s, wait_for_fill);
+    m.ptr = alloc_unlogged(bytes, file, line, kind, s, wait_for_fill, &tk);
   } catch (const Error& e) {
     if (e.status() == METRALE_ERROR_OUT_OF_MEMORY) event_log_.oom(m, event_pool_state());
     throw;
   }
-  event_log_.alloc(m, event_pool_state());
+  event_log_.alloc(tk, m, event_pool_state());
   return m.ptr;
 }
 

@@ -64,8 +64,8 @@ size_t metrale_context::sweep() {
   for (const auto& entry : entries) {
     const uint64_t ptr = entry.first;
     metrale::core::LedgerEntry taken;
-    const metrale::core::EventLog::Ticket tk = event_log_.ticket();
-    if (!ledger_.take(ptr, &taken)) continue;  // freed meanwhile by another thread
+    metrale::core::EventLog::Ticket tk;
+    if (!take_entry(ptr, &taken, &tk)) continue;  // freed meanwhile by another thread
     ++swept;
     if (bounds_) bounds_->remove(ptr);
     Tally& t = by_site[taken.site];

@@ -19,7 +19,8 @@ constexpr size_t kLargeAlloc = 32ull * 1024 * 1024;
 
 metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char* file, int line,
                                                metrale_alloc_kind_t kind, metrale_stream* s,
-                                               bool wait_for_fill) {
+                                               bool wait_for_fill,
+                                               metrale::core::EventLog::Ticket* tk) {
   fault_.check();
   if (file == nullptr) file = "<unknown>";
   metrale::core::StreamObj* st = stream_of(s);  // refused before a seq is used
@@ -33,11 +34,14 @@ metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char
   // The index moves under the ledger's lock (one atomic operation less on
   // the pooled path, which holds that lock anyway).
   const bool cap = pooled && maybe_capturing(st);
-  if (pooled && opts_.redzone_bytes == 0 && !bounds_ && !cap) {
+  // An event log takes the general path below (where the ticket is taken).
+  if (tk == nullptr && pooled && opts_.redzone_bytes == 0 && !bounds_ && !cap) {
     return alloc_pooled(bytes, kind, st, file, line);
   }
   // Red zones on: the same in one lock, a fill only when needed (pad_fast_path.cpp).
-  if (pooled && !bounds_ && !cap) return alloc_pooled_padded(bytes, kind, st, file, line, wait_for_fill);
+  if (tk == nullptr && pooled && !bounds_ && !cap) {
+    return alloc_pooled_padded(bytes, kind, st, file, line, wait_for_fill);
+  }
   uint64_t seq;
   {
     std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
@@ -116,6 +120,7 @@ metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char
   if (bounds_) bounds_->add(ptr, {bytes, file, line});
   {
     std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+    if (tk != nullptr) *tk = event_log_.ticket();
     ledger_.record_locked(ptr, entry, file, line);
     count_alloc_held(bytes);
   }
@@ -191,7 +196,8 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
                                 int line) {
   fault_.check();
   if (ptr == 0) return;
-  const metrale::core::EventLog::Ticket tk = event_log_.ticket();  // before the memory can move
+  // The event log's number: as the entry is taken, before the memory can move.
+  metrale::core::EventLog::Ticket tk;
   metrale::core::LedgerEntry e;
   if (pool_ && !bounds_ && !quarantine_ &&
       captures_open_.load(std::memory_order_acquire) == 0) {
@@ -202,6 +208,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
     {
       std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
       taken = ledger_.take_locked(ptr, &e);
+      if (taken) tk = event_log_.ticket();
       if (taken && e.block != nullptr && e.pad == 0 && e.block->uses.empty()) {
         chunk_source_->block_returned(ptr);
         try {
@@ -224,7 +231,7 @@ void metrale_context::free_impl(DevPtr ptr, metrale::core::StreamObj* st, const 
     if (!taken) refuse_free(ptr);
     if (check) verify_freed_pads(false);
     if (done) return log_free(tk, e, ptr, st, file, line);
-  } else if (!ledger_.take(ptr, &e)) {
+  } else if (!take_entry(ptr, &e, &tk)) {
     // Off the ledger first: of two threads freeing ptr at once exactly one
     // takes it, and only that one calls the backend (never a double free).
     refuse_free(ptr);
