@@ -719,8 +719,10 @@ metrale_status_t metrale_context_create(const metrale_context_options_t* opts,
  *  every stream, event, graph and module the context made, and the context.
  *  With red zones on, first logs at error level (and to the event log) what
  *  a scan would have found in freed memory: overwritten pads of the blocks
- *  freed so far (also those still quarantined or reused unchecked) and
- *  writes into quarantined buffers. NULL is OK. Succeeds on a lost context. INVALID_ARGUMENT when ctx is not
+ *  freed so far (also those still quarantined or reused unchecked; with the
+ *  pool off, only those still quarantined: a driver allocation's pad is not
+ *  checked at its free, see "Freed pads") and writes into quarantined
+ *  buffers. NULL is OK. Succeeds on a lost context. INVALID_ARGUMENT when ctx is not
  *  a live context: destroyed already (a second destroy frees nothing, even
  *  when a new context was created since), created before fork() (rule 8),
  *  or not a context. Of two threads destroying the same ctx at once, one
