@@ -518,6 +518,69 @@ static void a_sweep_racing_an_alloc_is_numbered_after_it(void** state) {
   unlink(path);
 }
 
+/* A thread's last calls may come from a pthread key destructor, which runs
+ * after the thread's C++ thread_local objects were destroyed (a per-thread
+ * cache freeing its device buffers at thread exit). The free still logs its
+ * line: no line buffer of the dead thread's is used (it was freed twice:
+ * "double free detected", or a write through a destroyed one). */
+typedef struct {
+  metrale_context_t* ctx;
+  pthread_key_t key;
+  metrale_status_t at_exit;
+} exit_free_t;
+
+static exit_free_t* exit_free_arg;
+
+#define LONG_SITE "a_long_file_name_for_a_long_line_of_the_event_log.c"
+
+static void free_at_thread_exit(void* value) {
+  metrale_context_t* ctx = exit_free_arg->ctx;
+  /* A line shorter than the thread's longest, then a longer one. */
+  metrale_status_t s = metrale_free_at(ctx, (metrale_devptr_t)(uintptr_t)value, "exit.c", 9);
+  metrale_devptr_t p = 0;
+  if (s == METRALE_OK) s = metrale_alloc_at(ctx, 64, LONG_SITE LONG_SITE LONG_SITE, 3, &p);
+  if (s == METRALE_OK) s = metrale_free_at(ctx, p, LONG_SITE LONG_SITE LONG_SITE, 4);
+  exit_free_arg->at_exit = s;
+}
+
+static void* alloc_then_exit(void* arg) {
+  exit_free_t* x = arg;
+  metrale_devptr_t p = 0;
+  /* Lines of some length before the thread's exit. */
+  if (metrale_alloc_at(x->ctx, 64, LONG_SITE, 1, &p) != METRALE_OK) return (void*)1;
+  if (metrale_free_at(x->ctx, p, LONG_SITE, 1) != METRALE_OK) return (void*)1;
+  if (metrale_alloc_at(x->ctx, 64, "a.c", 2, &p) != METRALE_OK) return (void*)1;
+  pthread_setspecific(x->key, (void*)(uintptr_t)p);
+  return NULL;
+}
+
+static void free_from_a_key_destructor_is_logged(void** state) {
+  (void)state;
+  char path[256];
+  log_path(path, sizeof path, "key_destructor");
+  exit_free_t x = {mt_open(NULL), 0, METRALE_ERROR_INTERNAL};
+  exit_free_arg = &x;
+  MT_OK(metrale_event_log_open(x.ctx, path));
+  assert_int_equal(pthread_key_create(&x.key, free_at_thread_exit), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, alloc_then_exit, &x), 0);
+  void* r = NULL;
+  pthread_join(t, &r);
+  assert_null(r);
+  pthread_key_delete(x.key);
+  MT_OK(x.at_exit);
+  MT_OK(metrale_event_log_close(x.ctx));
+  mt_ledger_t none = {0, 0};
+  MT_LEDGER_SAME(x.ctx, none);
+  mt_close(x.ctx);
+  lines_t l = read_lines(path);
+  assert_non_null(find_with(&l, "\"ev\":\"free\"", "\"free_site\":\"exit.c:9\""));
+  assert_non_null(
+      find_with(&l, "\"ev\":\"free\"", "\"free_site\":\"" LONG_SITE LONG_SITE LONG_SITE ":4\""));
+  free_lines(&l);
+  unlink(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(lines_name_fields),
@@ -532,6 +595,7 @@ int main(void) {
       cmocka_unit_test(exit_flushes_without_destroy),
       cmocka_unit_test(seq_orders_each_address_across_threads),
       cmocka_unit_test(a_sweep_racing_an_alloc_is_numbered_after_it),
+      cmocka_unit_test(free_from_a_key_destructor_is_logged),
   };
   return MT_RUN(tests);
 }

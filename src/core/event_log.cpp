@@ -16,17 +16,26 @@ namespace js = event_json;
 // Bytes of a line besides its strings: head, numbers, field names, pool.
 constexpr size_t kLineFixed = 512;
 
-// One buffer per thread, grown to the largest line seen: no allocation per
-// line once warm. Throws bad_alloc (the caller drops the line).
-char* line_buffer(size_t bytes) {
-  thread_local std::unique_ptr<char[]> buf;
-  thread_local size_t cap = 0;
-  if (bytes > cap) {
-    buf.reset(new char[bytes]);
-    cap = bytes;
-  }
-  return buf.get();
-}
+// A line's bytes: on the stack when its bound fits (nearly every line), else
+// on the heap for that line alone, so no line allocates in the common case.
+// Not a thread_local buffer: a thread's last calls may come from a pthread
+// key destructor, which runs after its C++ thread_local objects were
+// destroyed (such a buffer was then freed twice, or written after its
+// free). Throws bad_alloc (the caller drops the line).
+class LineBuffer {
+ public:
+  explicit LineBuffer(size_t bytes)
+      : heap_(bytes > sizeof stack_ ? new char[bytes] : nullptr),
+        data_(heap_ ? heap_.get() : stack_) {}
+  LineBuffer(const LineBuffer&) = delete;
+  LineBuffer& operator=(const LineBuffer&) = delete;
+  char* data() const { return data_; }
+
+ private:
+  char stack_[4096];
+  std::unique_ptr<char[]> heap_;
+  char* data_;
+};
 
 void put_pool(char*& p, const EventPoolState& pool) {
   if (!pool.enabled) {
@@ -81,7 +90,8 @@ void EventLog::attach_locked(std::shared_ptr<EventSink> sink, const EventLogHead
   if (!sink || std::atomic_load(&sink_)) return;
   ctx_.store(h.ctx, std::memory_order_relaxed);
   try {
-    char* const buf = line_buffer(kLineFixed + js::escaped_bound(h.backend));
+    const LineBuffer line(kLineFixed + js::escaped_bound(h.backend));
+    char* const buf = line.data();
     char* p = buf;
     put_head(p, "open", seq_.fetch_add(1, std::memory_order_relaxed), event_clock_ns(), h.ctx);
     js::lit(p, ",\"v\":1,\"backend\":");
@@ -154,9 +164,10 @@ void EventLog::mem_line(const char* ev, Ticket t, const EventMem& m,
                         const EventPoolState& pool) noexcept {
   try {
     const bool is_free = std::strcmp(ev, "free") == 0;
-    char* const buf = line_buffer(kLineFixed + js::escaped_bound(m.file) +
-                                  (is_free ? js::escaped_bound(m.free_file) : 0) +
-                                  (m.tag != nullptr ? js::escaped_bound(m.tag) : 0));
+    const LineBuffer line(kLineFixed + js::escaped_bound(m.file) +
+                          (is_free ? js::escaped_bound(m.free_file) : 0) +
+                          (m.tag != nullptr ? js::escaped_bound(m.tag) : 0));
+    char* const buf = line.data();
     char* p = buf;
     put_head(p, ev, t.seq, t.t_ns, ctx_.load(std::memory_order_relaxed));
     js::lit(p, ",\"stream\":");
@@ -217,7 +228,8 @@ void EventLog::scan(const char* which, size_t violations,
     const size_t shown = findings.size() < kMaxScanFindings ? findings.size() : kMaxScanFindings;
     size_t bound = kLineFixed + js::escaped_bound(which);
     for (size_t i = 0; i < shown; ++i) bound += 128 + js::escaped_bound(findings[i].file);
-    char* const buf = line_buffer(bound);
+    const LineBuffer line(bound);
+    char* const buf = line.data();
     char* p = buf;
     const Ticket t = take_ticket();
     put_head(p, "scan", t.seq, t.t_ns, ctx_.load(std::memory_order_relaxed));

@@ -4,8 +4,9 @@
 //
 // Cost: while no log is open every hook is one relaxed atomic load and a
 // predictable branch (on()). While one is open, a line is formatted into a
-// thread-local buffer and appended to the file's EventSink under the sink's
-// lock; pool state is sampled by the caller.
+// buffer on the stack (the heap for a line too long for it) and appended to
+// the file's EventSink under the sink's lock; pool state is sampled by the
+// caller.
 //
 // Order: each event takes a number (seq) from a per-context counter. An
 // alloc takes it (ticket()) under the ledger's lock as its entry is
