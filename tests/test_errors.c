@@ -109,6 +109,49 @@ static void fresh_thread_has_empty_message(void** state) {
   assert_true(metrale_last_error_message()[0] != '\0');
 }
 
+/* A pthread key destructor runs after the thread's C++ thread_local objects
+ * were destroyed: a failing call made there (a per-thread cache releasing
+ * what it holds at thread exit) still gets its message, and earlier ones
+ * left nothing behind to write through (the message was a destroyed
+ * std::string: "double free detected", or a write into freed memory). */
+static pthread_key_t exit_key;
+static char exit_message[512];
+static metrale_status_t exit_status;
+
+static void fail_at_thread_exit(void* value) {
+  (void)value;
+  /* Longer than the thread's message before: the storage grows. */
+  metrale_context_options_t opts;
+  exit_status = metrale_context_options_init_sized(&opts, 3);
+  snprintf(exit_message, sizeof exit_message, "%s", metrale_last_error_message());
+  metrale_status_t again = metrale_context_create(NULL, NULL);
+  if (again != METRALE_ERROR_INVALID_ARGUMENT || metrale_last_error_message()[0] == '\0') {
+    exit_status = METRALE_ERROR_INTERNAL;
+  }
+}
+
+static void* fail_then_exit(void* arg) {
+  (void)arg;
+  /* A message of this thread's before its exit (longer than a short
+   * string's inline bytes, so it lives on the heap). */
+  (void)metrale_tag_pop();
+  pthread_setspecific(exit_key, (void*)1);
+  return NULL;
+}
+
+static void message_survives_thread_exit(void** state) {
+  (void)state;
+  exit_status = METRALE_OK;
+  exit_message[0] = '\0';
+  assert_int_equal(pthread_key_create(&exit_key, fail_at_thread_exit), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, fail_then_exit, NULL), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  pthread_key_delete(exit_key);
+  assert_int_equal(exit_status, METRALE_ERROR_INVALID_ARGUMENT);
+  assert_true(strstr(exit_message, "struct_size is 3") != NULL);
+}
+
 /* --- version -------------------------------------------------------------- */
 
 static void version_matches_header(void** state) {
@@ -138,6 +181,7 @@ int main(void) {
       cmocka_unit_test(message_is_per_failure),
       cmocka_unit_test(message_is_thread_local),
       cmocka_unit_test(fresh_thread_has_empty_message),
+      cmocka_unit_test(message_survives_thread_exit),
       cmocka_unit_test(version_matches_header),
       cmocka_unit_test(version_accepts_null),
   };
