@@ -292,6 +292,55 @@ static void table_is_bounded(void** state) {
   MT_OK(metrale_tag_pop());
 }
 
+/* A pthread key destructor runs after the thread's C++ thread_local objects
+ * were destroyed (a per-thread cache releasing what it holds at thread
+ * exit); tags pushed and popped there nest as anywhere else, and the stack
+ * of the thread's earlier pushes left nothing freed to write through (it
+ * was a destroyed vector; AddressSanitizer: heap-use-after-free). */
+static pthread_key_t exit_key;
+static int exit_nesting_ok;
+
+static void tags_at_thread_exit(void* value) {
+  (void)value;
+  const char* current = NULL;
+  exit_nesting_ok = metrale_tag_push("encoder") == METRALE_OK &&
+                    metrale_tag_push("encoder.attn") == METRALE_OK &&
+                    metrale_tag_push("encoder") == METRALE_OK &&
+                    metrale_tag_pop() == METRALE_OK &&
+                    (current = metrale_tag_current()) != NULL &&
+                    strcmp(current, "encoder.attn") == 0 && metrale_tag_pop() == METRALE_OK &&
+                    (current = metrale_tag_current()) != NULL &&
+                    strcmp(current, "encoder") == 0 && metrale_tag_pop() == METRALE_OK &&
+                    metrale_tag_current() == NULL &&
+                    metrale_tag_pop() == METRALE_ERROR_INVALID_ARGUMENT;
+}
+
+static void* push_pop_then_exit(void* arg) {
+  (void)arg;
+  /* The thread's stack held three tags before its exit. */
+  for (int i = 0; i < 3; ++i) {
+    if (metrale_tag_push("encoder") != METRALE_OK) return (void*)1;
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (metrale_tag_pop() != METRALE_OK) return (void*)1;
+  }
+  pthread_setspecific(exit_key, (void*)1);
+  return NULL;
+}
+
+static void tags_nest_at_thread_exit(void** state) {
+  (void)state;
+  exit_nesting_ok = 0;
+  assert_int_equal(pthread_key_create(&exit_key, tags_at_thread_exit), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, push_pop_then_exit, NULL), 0);
+  void* r = (void*)1;
+  assert_int_equal(pthread_join(t, &r), 0);
+  pthread_key_delete(exit_key);
+  assert_null(r);
+  assert_true(exit_nesting_ok);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(push_pop_nest),
@@ -303,6 +352,7 @@ int main(void) {
       cmocka_unit_test(tags_are_per_thread),
       cmocka_unit_test(scan_names_the_tag),
       cmocka_unit_test(refused_free_keeps_the_tag),
+      cmocka_unit_test(tags_nest_at_thread_exit),
       cmocka_unit_test(table_is_bounded),
   };
   return MT_RUN(tests);

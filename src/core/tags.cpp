@@ -1,11 +1,14 @@
 // The process-wide tag table and each thread's tag stack (see tags.hpp).
 #include "core/tags.hpp"
 
+#include <pthread.h>
+
+#include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <string>
 #include <unordered_map>
-#include <vector>
 
 #include "backend/error.hpp"
 #include "metrale_gpu.h"
@@ -35,17 +38,29 @@ Table& table() {
   return *t;
 }
 
-thread_local std::vector<uint32_t>* t_stack = nullptr;  // below t_current
+// This thread's tags below t_current, innermost last: a block malloc'ed at
+// its first push and held by a pthread key whose destructor is libc's free.
+// Not a vector in a thread_local holder: a thread's last calls may come from
+// a pthread key destructor, which runs after the thread's C++ thread_local
+// objects were destroyed (the vector's storage was then written after its
+// free). Nor a thread_local array: the library's TLS is static (its
+// initial-exec variables), and a dlopen (Python's ctypes) finds only a small
+// surplus of static TLS. A block set again by such a late push is freed in a
+// later round of the key destructors.
+struct Stack {
+  size_t depth;
+  uint32_t below[kMaxDepth];
+};
 
-std::vector<uint32_t>& stack() {
-  // Freed at thread exit by this holder; the pointer itself stays trivial.
-  struct Holder {
-    std::vector<uint32_t> v;
-    ~Holder() { t_stack = nullptr; }
-  };
-  thread_local Holder holder;
-  t_stack = &holder.v;
-  return holder.v;
+pthread_key_t* stack_key() noexcept {
+  static pthread_key_t key;
+  static const bool made = pthread_key_create(&key, std::free) == 0;
+  return made ? &key : nullptr;
+}
+
+Stack* stack_or_null() noexcept {
+  pthread_key_t* key = stack_key();
+  return key != nullptr ? static_cast<Stack*>(pthread_getspecific(*key)) : nullptr;
 }
 
 void check_text(const char* text) {
@@ -92,26 +107,43 @@ uint32_t intern(const char* text) {
 
 void push(const char* text) {
   check_text(text);
-  std::vector<uint32_t>& s = stack();
-  if (s.size() >= kMaxDepth) {
+  Stack* s = stack_or_null();
+  if (s != nullptr && s->depth >= kMaxDepth) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          "tag stack full: " + std::to_string(kMaxDepth) +
              " tags pushed on this thread and not popped (is a metrale_tag_pop missing?)");
   }
   const uint32_t id = intern(text);
-  s.reserve(s.size() + 1);  // may throw bad_alloc: before anything changes
-  s.push_back(t_current);
+  if (s == nullptr) {
+    pthread_key_t* key = stack_key();
+    if (key == nullptr) {
+      fail(METRALE_ERROR_OUT_OF_MEMORY,
+           "no thread-specific key is left for this thread's tag stack (the process holds "
+           "PTHREAD_KEYS_MAX of them)");
+    }
+    s = static_cast<Stack*>(std::calloc(1, sizeof(Stack)));
+    if (s == nullptr) throw std::bad_alloc();
+    if (pthread_setspecific(*key, s) != 0) {
+      std::free(s);
+      throw std::bad_alloc();
+    }
+  }
+  s->below[s->depth++] = t_current;
   t_current = id;
 }
 
 void pop() {
-  std::vector<uint32_t>& s = stack();
-  if (s.empty()) fail(METRALE_ERROR_INVALID_ARGUMENT, "no tag is pushed on this thread");
-  t_current = s.back();
-  s.pop_back();
+  Stack* s = stack_or_null();
+  if (s == nullptr || s->depth == 0) {
+    fail(METRALE_ERROR_INVALID_ARGUMENT, "no tag is pushed on this thread");
+  }
+  t_current = s->below[--s->depth];
 }
 
-size_t depth() noexcept { return t_stack != nullptr ? t_stack->size() : 0; }
+size_t depth() noexcept {
+  const Stack* s = stack_or_null();
+  return s != nullptr ? s->depth : 0;
+}
 
 const char* name(uint32_t id) noexcept {
   if (id == 0) return nullptr;
