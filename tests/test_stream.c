@@ -1,6 +1,7 @@
 /* Streams and events: create, destroy, synchronize, the default stream,
  * events with and without timing, query, elapsed time, wait_event. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "test_support.h"
@@ -198,6 +199,57 @@ static void sync_counts_stream_syncs(void** state) {
   mt_close(ctx);
 }
 
+/* A pthread key destructor runs after the thread's C++ thread_local objects
+ * were destroyed (a per-thread cache clearing its buffers at thread exit):
+ * stream work put there runs as anywhere else, and what the thread recorded
+ * of the streams whose work it runs (host backend) was not kept in a
+ * destroyed vector (AddressSanitizer: heap-use-after-free in
+ * StreamLock::lock). */
+static metrale_context_t* exit_ctx;
+static metrale_stream_t* exit_stream;
+static pthread_key_t exit_key;
+static int exit_ok;
+
+static void stream_work_at_thread_exit(void* value) {
+  const metrale_devptr_t p = (metrale_devptr_t)(uintptr_t)value;
+  unsigned char back[64] = {0};
+  exit_ok = metrale_memset_async(exit_ctx, p, 0x3C, sizeof back, exit_stream) == METRALE_OK &&
+            metrale_stream_synchronize(exit_ctx, exit_stream) == METRALE_OK &&
+            metrale_copy_d2h_on_stream(exit_ctx, p, back, sizeof back, exit_stream) ==
+                METRALE_OK &&
+            back[0] == 0x3C && back[sizeof back - 1] == 0x3C;
+}
+
+static void* stream_work_then_exit(void* arg) {
+  metrale_devptr_t p = *(metrale_devptr_t*)arg;
+  /* The thread ran work of two streams before its exit. */
+  if (metrale_memset_async(exit_ctx, p, 1, 64, exit_stream) != METRALE_OK) return (void*)1;
+  if (metrale_memset_async(exit_ctx, p, 2, 64, NULL) != METRALE_OK) return (void*)1;
+  if (metrale_stream_synchronize(exit_ctx, exit_stream) != METRALE_OK) return (void*)1;
+  pthread_setspecific(exit_key, (void*)(uintptr_t)p);
+  return NULL;
+}
+
+static void stream_work_at_thread_exit_runs(void** state) {
+  (void)state;
+  exit_ctx = mt_open(NULL);
+  exit_ok = 0;
+  MT_OK(metrale_stream_create(exit_ctx, &exit_stream));
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(exit_ctx, 64, &p));
+  assert_int_equal(pthread_key_create(&exit_key, stream_work_at_thread_exit), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, stream_work_then_exit, &p), 0);
+  void* r = (void*)1;
+  assert_int_equal(pthread_join(t, &r), 0);
+  pthread_key_delete(exit_key);
+  assert_null(r);
+  assert_true(exit_ok);
+  MT_OK(metrale_free(exit_ctx, p));
+  MT_OK(metrale_stream_destroy(exit_ctx, exit_stream));
+  mt_close(exit_ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(create_sync_destroy),
@@ -209,6 +261,7 @@ int main(void) {
       cmocka_unit_test(elapsed_refuses_untimed_or_unrecorded),
       cmocka_unit_test(wait_event_orders_two_streams),
       cmocka_unit_test(sync_counts_stream_syncs),
+      cmocka_unit_test(stream_work_at_thread_exit_runs),
   };
   return MT_RUN(tests);
 }

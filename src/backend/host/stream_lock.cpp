@@ -1,6 +1,5 @@
 #include "backend/host/stream_lock.hpp"
 
-#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <unordered_map>
@@ -27,8 +26,12 @@ Registry& registry() {
   return *r;
 }
 
-// The locks this thread holds, innermost last.
-thread_local std::vector<const StreamLock*> t_held;
+// The locks this thread holds, the latest taken first, linked through
+// their next_held_. Plain thread_local data with no destructor, not a
+// vector: a thread's last calls may come from a pthread key destructor,
+// which runs after its C++ thread_local objects were destroyed (the
+// vector's storage was then written after its free).
+thread_local const StreamLock* t_first_held = nullptr;
 
 }  // namespace
 
@@ -69,7 +72,22 @@ void StreamLock::lock() {
   }
   holder_ = me;
   depth_ = 1;
-  t_held.push_back(this);
+  push_held();
+}
+
+void StreamLock::push_held() {
+  next_held_ = t_first_held;
+  t_first_held = this;
+}
+
+void StreamLock::drop_held() {
+  for (const StreamLock** at = &t_first_held; *at != nullptr; at = &(*at)->next_held_) {
+    if (*at == this) {
+      *at = next_held_;
+      next_held_ = nullptr;
+      return;
+    }
+  }
 }
 
 void StreamLock::unlock() {
@@ -93,8 +111,7 @@ void StreamLock::unlock() {
   }
   if (--depth_ != 0) return;
   holder_ = std::thread::id();
-  auto it = std::find(t_held.rbegin(), t_held.rend(), this);
-  if (it != t_held.rend()) t_held.erase(std::next(it).base());
+  drop_held();
   if (!r.waiting.empty()) r.released.notify_all();
 }
 
@@ -109,7 +126,7 @@ void StreamLock::run_or_defer(std::function<void()> op) {
     }
     if (depth_++ == 0) {
       holder_ = me;
-      t_held.push_back(this);
+      push_held();
     }
   }
   struct Release {
@@ -119,15 +136,20 @@ void StreamLock::run_or_defer(std::function<void()> op) {
   op();
 }
 
-bool StreamLock::any_held_by_this_thread() { return !t_held.empty(); }
+bool StreamLock::any_held_by_this_thread() { return t_first_held != nullptr; }
 
 bool StreamLock::held_here() const {
-  return std::find(t_held.begin(), t_held.end(), this) != t_held.end();
+  for (const StreamLock* l = t_first_held; l != nullptr; l = l->next_held_) {
+    if (l == this) return true;
+  }
+  return false;
 }
 
 bool StreamLock::any_held_here(const void* owner) {
-  return std::any_of(t_held.begin(), t_held.end(),
-                     [owner](const StreamLock* l) { return l->owner_ == owner; });
+  for (const StreamLock* l = t_first_held; l != nullptr; l = l->next_held_) {
+    if (l->owner_ == owner) return true;
+  }
+  return false;
 }
 
 }  // namespace metrale::backend::host

@@ -52,11 +52,17 @@ class StreamLock {
 
  private:
   bool would_deadlock(std::thread::id me) const;
+  // This lock joins / leaves the calling thread's list of held locks.
+  void push_held();
+  void drop_held();
 
   const void* const owner_;
   std::thread::id holder_;  // under the registry mutex (stream_lock.cpp)
   unsigned depth_ = 0;      // under the registry mutex
   std::vector<std::function<void()>> deferred_;  // run_or_defer's; under the registry mutex
+  // The next lock in its holder's list of held locks (stream_lock.cpp); read
+  // and written only by the thread holding this lock.
+  mutable const StreamLock* next_held_ = nullptr;
 };
 
 }  // namespace metrale::backend::host
