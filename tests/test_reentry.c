@@ -614,12 +614,15 @@ static void two_kernels_scanning_do_not_deadlock(void** state) {
 
 /* Two host kernels that each wait for (or put work on) the other's stream:
  * the one whose wait would close the cycle gets INVALID_ARGUMENT, the other
- * completes once it returned. Repeated: which one loses is a race. */
+ * completes once it returned. Repeated: which one loses is a race. The
+ * refused call did nothing (rule 1): a refused synchronize is not counted
+ * in stream_syncs. */
 static void two_kernels_waiting_for_each_other_do_not_deadlock(void** state) {
   (void)state;
   for (int action = 1; action <= 2; ++action) {
     pair_probe_t* p = open_pair(action);
     watchdog_arm();
+    MT_OK(metrale_counters_reset(p->ctx));
     for (int round = 0; round < 5; ++round) {
       run_pair(p);
       const int ok = (p->status[0] == METRALE_OK) + (p->status[1] == METRALE_OK);
@@ -633,6 +636,8 @@ static void two_kernels_waiting_for_each_other_do_not_deadlock(void** state) {
       const int loser = p->status[0] == METRALE_OK ? 1 : 0;
       assert_true(has(p->message[loser], "deadlock"));
     }
+    /* One synchronize per round returned OK (action 1), none else waited. */
+    assert_int_equal(mt_counters(p->ctx).stream_syncs, action == 1 ? 5 : 0);
     watchdog_disarm();
     close_pair(p);
   }
