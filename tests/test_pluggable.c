@@ -108,6 +108,40 @@ static void bad_frees_free_nothing(void** state) {
   assert_int_equal(mt_ledger(ctx).count, 0);
 }
 
+/* A framework may free its tensors at thread exit from a pthread key
+ * destructor, which runs after the thread's C++ thread_local objects were
+ * destroyed: a refused free there still gets its message, and the thread's
+ * earlier message left nothing behind to write through (it was a destroyed
+ * std::string: "double free detected", or a write into freed memory). */
+static pthread_key_t exit_key;
+static char exit_message[512];
+
+static void free_at_thread_exit(void* value) {
+  (void)value;
+  /* Longer than the thread's message before: the storage grows. */
+  metrale_pluggable_free((void*)(uintptr_t)0x10, 16, 0, NULL);
+  snprintf(exit_message, sizeof exit_message, "%s", metrale_pluggable_last_error_message());
+}
+
+static void* refuse_then_exit(void* arg) {
+  (void)arg;
+  assert_null(metrale_pluggable_alloc(-1, 0, NULL)); /* a message of this thread's */
+  pthread_setspecific(exit_key, (void*)1);
+  return NULL;
+}
+
+static void refused_free_at_thread_exit_has_its_message(void** state) {
+  (void)state;
+  (void)device0();
+  exit_message[0] = '\0';
+  assert_int_equal(pthread_key_create(&exit_key, free_at_thread_exit), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, refuse_then_exit, NULL), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  pthread_key_delete(exit_key);
+  assert_non_null(strstr(exit_message, "not a live allocation"));
+}
+
 /* On the host backend only NULL names a stream (a stream of its own). */
 static void native_streams_on_host(void** state) {
   (void)state;
@@ -239,6 +273,7 @@ int main(void) {
       cmocka_unit_test(configure_after_first_use_is_refused),
       cmocka_unit_test(bad_requests_return_null),
       cmocka_unit_test(bad_frees_free_nothing),
+      cmocka_unit_test(refused_free_at_thread_exit_has_its_message),
       cmocka_unit_test(native_streams_on_host),
       cmocka_unit_test(freed_block_is_reused_on_its_stream),
       cmocka_unit_test(allocations_carry_the_tag),

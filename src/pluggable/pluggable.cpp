@@ -4,8 +4,12 @@
 // libmetrale_gpu is used: this library is a client like any other.
 #include "metrale_gpu_pluggable.h"
 
+#include <pthread.h>
+
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
@@ -48,16 +52,57 @@ State& state() {
 }
 
 thread_local bool t_in_site_fn = false;
-// This library's message for the calling thread (see
-// metrale_pluggable_last_error_message).
-thread_local std::string t_message;
 
-metrale_status_t refuse(metrale_status_t status, const char* message) {
-  try {
-    t_message = message;
-  } catch (...) {
-    // No memory for the text: the status still says what happened.
+// This library's message for the calling thread (see
+// metrale_pluggable_last_error_message): a malloc'ed block held by a
+// pthread key whose destructor is libc's free, not a thread_local
+// std::string. A framework may free its tensors at thread exit from a
+// pthread key destructor, which runs after the thread's C++ thread_local
+// objects were destroyed: a failed free there wrote into (and freed again)
+// the destroyed string. A block set by such a late call is freed in a later
+// round of the key destructors.
+struct MessageBlock {
+  size_t capacity;  // bytes of text, NUL included
+  char text[1];
+};
+
+bool message_key(pthread_key_t* out) noexcept {
+  static pthread_key_t key;
+  static const bool made = pthread_key_create(&key, std::free) == 0;
+  *out = key;
+  return made;
+}
+
+const char* message() noexcept {
+  pthread_key_t key;
+  if (!message_key(&key)) return "";
+  const auto* block = static_cast<const MessageBlock*>(pthread_getspecific(key));
+  return block != nullptr ? block->text : "";
+}
+
+metrale_status_t refuse(metrale_status_t status, const char* text) {
+  // No key or no memory for the text: the status still says what happened.
+  pthread_key_t key;
+  if (!message_key(&key)) return status;
+  const size_t n = std::strlen(text);
+  auto* block = static_cast<MessageBlock*>(pthread_getspecific(key));
+  if (block == nullptr || block->capacity < n + 1) {
+    const size_t capacity = n + 1 < 128 ? 128 : n + 1;
+    auto* grown = static_cast<MessageBlock*>(
+        std::realloc(block, offsetof(MessageBlock, text) + capacity));
+    if (grown == nullptr) {
+      if (block != nullptr) block->text[0] = '\0';
+      return status;
+    }
+    if (pthread_setspecific(key, grown) != 0) {
+      std::free(grown);
+      (void)pthread_setspecific(key, nullptr);  // the old block is gone with the realloc
+      return status;
+    }
+    grown->capacity = capacity;
+    block = grown;
   }
+  std::memcpy(block->text, text, n + 1);
   return status;
 }
 
@@ -69,7 +114,7 @@ metrale_status_t from_library(metrale_status_t status) {
 // One stderr line per failure: the entry points cannot return a status.
 void report(const char* what, ssize_t size, int device) {
   std::fprintf(stderr, "metrale_gpu_pluggable: %s (%zd bytes, device %d) failed: %s\n", what,
-               size, device, t_message.c_str());
+               size, device, message());
 }
 
 metrale_status_t context_of(int device, metrale_context_t** out) {
@@ -258,4 +303,4 @@ PLUGGABLE_API metrale_status_t metrale_pluggable_set_site_fn(metrale_pluggable_s
   return METRALE_OK;
 }
 
-PLUGGABLE_API const char* metrale_pluggable_last_error_message(void) { return t_message.c_str(); }
+PLUGGABLE_API const char* metrale_pluggable_last_error_message(void) { return message(); }
