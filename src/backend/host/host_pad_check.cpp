@@ -2,6 +2,7 @@
 // memory: host stream work runs at once in the caller's thread, so the pass
 // is done on return and its ticket only carries the results to
 // pad_check_take.
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,8 +50,16 @@ uint64_t HostBackend::pad_check_async(const Range* ranges, size_t n, uint8_t byt
     }
     regions_.access(ranges, n, [&] {
       for (size_t i = 0; i < n; ++i) {
-        results[i] = check_and_restore(reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(ranges[i].ptr)),
-                                       ranges[i].bytes, byte);
+        uint8_t* p = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(ranges[i].ptr));
+        // A pad and the slack after it come as two adjacent ranges: one
+        // count over both, and each on its own only when that finds a byte.
+        if (i + 1 < n && ranges[i].ptr + ranges[i].bytes == ranges[i + 1].ptr &&
+            count_other(p, byte, ranges[i].bytes + ranges[i + 1].bytes) == 0) {
+          results[i] = PadCheck{0, 0, byte};
+          results[++i] = PadCheck{0, 0, byte};
+          continue;
+        }
+        results[i] = check_and_restore(p, ranges[i].bytes, byte);
       }
     });
   }
@@ -74,7 +83,7 @@ bool HostBackend::pad_check_take(uint64_t t, bool wait, PadCheck* out) {
     pad_checks_.erase(it);
   }
   fault_.throw_if_lost();
-  for (size_t i = 0; i < results.size(); ++i) out[i] = results[i];
+  if (!results.empty()) std::memcpy(out, results.data(), results.size() * sizeof(PadCheck));
   return true;
 }
 
