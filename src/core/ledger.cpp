@@ -39,15 +39,7 @@ void Ledger::grow_pads_locked() {
   pad_owners_.reserve(want);
 }
 
-void Ledger::append_pad_locked(DevPtr ptr, LedgerEntry* e) {
-  e->pad_slot = static_cast<uint32_t>(pads_.size());
-  pads_.push_back(backend::Range{ptr + e->bytes, e->pad});
-  pad_owners_.push_back(PadOwner{ptr, e->seq});
-  mark_pad_locked(e->pad_slot);
-}
-
-void Ledger::mark_pad_locked(uint32_t slot) noexcept {
-  if (pad_all_dirty_) return;
+void Ledger::mark_pad_listed_locked(uint32_t slot) noexcept {
   try {
     if (slot >= pad_dirty_flag_.size()) pad_dirty_flag_.resize(size_t{slot} + 1 + slot / 2, 0);
     if (pad_dirty_flag_[slot] != 0) return;

@@ -248,10 +248,19 @@ class Ledger {
     live_bytes_ += bytes;
     slack_bytes_ += add ? slack : uint64_t{0} - slack;
   }
-  void append_pad_locked(DevPtr ptr, LedgerEntry* e);
+  // Inline for the padded allocation (room reserved there: no throw).
+  void append_pad_locked(DevPtr ptr, LedgerEntry* e) {
+    e->pad_slot = static_cast<uint32_t>(pads_.size());
+    pads_.push_back(backend::Range{ptr + e->bytes, e->pad});
+    pad_owners_.push_back(PadOwner{ptr, e->seq});
+    mark_pad_locked(e->pad_slot);
+  }
   // Records that pad slot `slot` was written (for pad_changes). Never throws:
   // without memory to list it, the next pad_changes answers the whole table.
-  void mark_pad_locked(uint32_t slot) noexcept;
+  void mark_pad_locked(uint32_t slot) noexcept {
+    if (!pad_all_dirty_) mark_pad_listed_locked(slot);
+  }
+  void mark_pad_listed_locked(uint32_t slot) noexcept;
   uint32_t site_id_by_text(const char* file, int line);
 
   // Recent (file pointer, line) pairs; a hit is confirmed by comparing the

@@ -13,13 +13,21 @@ using metrale::core::pool::PatternRange;
 // (none can have these pads in its snapshot: see ScanFence), so all go
 // back under one lock of the pool.
 void metrale_context::release_all_intact(const std::vector<PendingPad>& ready) noexcept {
-  for (const PendingPad& p : ready) chunk_source_->block_returned(p.ptr);
+  if (chunk_source_->annotating()) {
+    for (const PendingPad& p : ready) chunk_source_->block_returned(p.ptr);
+  }
   std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
   for (const PendingPad& p : ready) {
     Block* b = p.entry.block;
+    const metrale::core::pool::PatternRange checked{p.check_from, p.check_to};
+    // Used on its own stream only and freed there (the common case): into
+    // its bins inline, as free_held would, with no event to record.
+    if (b->uses.empty() && (p.stream == 0 || p.stream == b->stream)) {
+      pool_->free_own_held(b, checked);
+      continue;
+    }
     try {
-      pool_->free_held(b, p.stream != 0 ? p.stream : b->stream,
-                       metrale::core::pool::PatternRange{p.check_from, p.check_to});
+      pool_->free_held(b, p.stream != 0 ? p.stream : b->stream, checked);
     } catch (...) {
       // An event record for a record_stream use failed: the block stays
       // handed out (the pool's rule), lost to reuse but never handed out twice.

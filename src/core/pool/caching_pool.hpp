@@ -120,15 +120,23 @@ class CachingPool {
   // Every unchecked block of every stream's bins to the sink (a scan, a
   // destroy: their pads are checked now).
   void flush_unchecked();
-  // free_own_held: free_held(b, b->stream) of a block used on its own
-  // stream only (b->uses empty): into its bins, or its free index when the
-  // bin is full.
+  // free_own_held: free_held(b, b->stream[, pattern]) of a block used on its
+  // own stream only (b->uses empty): into its bins, or its free index when
+  // the bin is full. With a pattern: a red-zone check's release, inline.
   void free_own_held(Block* b) {
     StreamState& owner = state_for(b->stream);
     if (b->owners != nullptr) b->owners->count = 0;  // a checked or padless free
     release_counts(b);
     b->epoch = owner.next_epoch();
     if (!owner.bins().put(b)) insert_free(b, owner);
+  }
+  void free_own_held(Block* b, PatternRange pattern) {
+    b->pattern = pattern;
+    StreamState& owner = state_for(b->stream);
+    if (b->owners != nullptr) b->owners->count = 0;
+    release_counts(b);
+    b->epoch = owner.next_epoch();
+    if (!owner.bins().put(b, bin_cap(b))) insert_free(b, owner);
   }
   // Frees a handed-out block on the stream it was allocated on.
   // pattern (every free): the caller's word that this range of the block
