@@ -559,6 +559,10 @@ struct metrale_context {
   bool queue_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
                             metrale::core::StreamObj* st, const char* file, int line,
                             bool* run_pass) noexcept;
+  // Its body, inline into free_pooled (pool_fast_path.cpp, where both live).
+  bool queue_freed_pad_inline(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                              metrale::core::StreamObj* st, const char* file, int line,
+                              bool* run_pass) noexcept;
   // METRALE_REDZONE_REUSE (pad_reuse.cpp), with the ledger's lock held:
   // chain_ puts a freed padded block back into its stream's bins unchecked
   // (true) or leaves it to the check (false, nothing changed);

@@ -2,7 +2,8 @@
 // pool path (memory.cpp's alloc_pooled and free_impl's first branch): the
 // seq, the block, the pattern check and the ledger entry under the ledger's
 // lock (which is the pool's); a free's entry leaves and its block joins the
-// red-zone check list (pad_verify_queue.hpp) under it too. Only a block
+// red-zone check list (pad_verify_queue.hpp) under it too (that part is
+// pool_fast_path.cpp's queue_freed_pad_inline, inline in the free). Only a block
 // whose pad must be filled leaves the lock for the fill (a device call and,
 // for metrale_alloc, a wait), as before.
 #include <limits>
@@ -150,35 +151,4 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
   if (unchecked_due_.load(std::memory_order_relaxed)) run_unchecked_due();
   log_large(bytes, file, line, b->ptr);
   return b->ptr;
-}
-
-bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
-                                           metrale::core::StreamObj* st, const char* file,
-                                           int line, bool* run_pass) noexcept {
-  // METRALE_REDZONE_REUSE: back to the bins unchecked (pad_reuse.cpp).
-  if (reuse_owners_ > 1 && chain_freed_pad_held(ptr, e, st, file, line)) {
-    *run_pass = false;
-    return true;
-  }
-  Block* b = e.block;
-  const bool filled = b->pattern.from == e.bytes && b->pattern.covers(e.bytes, e.bytes + e.pad);
-  metrale::core::PendingPad* p = nullptr;
-  uint32_t free_site = 0;
-  try {
-    // What may throw first: a new site's copy, room in the list.
-    free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
-    p = &pad_verify_.emplace_held();  // its mutex is the ledger's
-  } catch (...) {
-    return false;  // nothing queued: the caller's general path frees it
-  }
-  take_earlier_owners_held(b, p);
-  p->ptr = ptr;
-  p->entry = e;
-  p->free_site = free_site;
-  p->stream = st != nullptr ? st->handle : 0;
-  p->check_from = e.bytes;
-  p->check_to = filled ? b->pattern.to : e.bytes + e.pad;
-  p->held_bytes = b->size;
-  *run_pass = pad_verify_.commit_held();
-  return true;
 }

@@ -110,6 +110,47 @@ metrale_context::DevPtr metrale_context::alloc_pooled_retry(size_t bytes,
   return b->ptr;
 }
 
+// A padded pooled block just off the ledger joins the red-zone check list
+// (see context.hpp), inline into free_pooled: no call per padded free.
+[[gnu::always_inline]] inline bool metrale_context::queue_freed_pad_inline(
+    DevPtr ptr, const metrale::core::LedgerEntry& e, metrale::core::StreamObj* st,
+    const char* file, int line, bool* run_pass) noexcept {
+  // METRALE_REDZONE_REUSE: back to the bins unchecked (pad_reuse.cpp).
+  if (reuse_owners_ > 1 && chain_freed_pad_held(ptr, e, st, file, line)) {
+    *run_pass = false;
+    return true;
+  }
+  metrale::core::pool::Block* b = e.block;
+  const bool filled = b->pattern.from == e.bytes && b->pattern.covers(e.bytes, e.bytes + e.pad);
+  metrale::core::PendingPad* p = nullptr;
+  uint32_t free_site = 0;
+  try {
+    // What may throw first: a new site's copy, room in the list.
+    free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
+    p = &pad_verify_.emplace_held();  // its mutex is the ledger's
+  } catch (...) {
+    return false;  // nothing queued: the caller's general path frees it
+  }
+  p->ptr = ptr;
+  p->entry = e;
+  p->free_site = free_site;
+  p->stream = st != nullptr ? st->handle : 0;
+  p->check_from = e.bytes;
+  p->check_to = filled ? b->pattern.to : e.bytes + e.pad;
+  p->held_bytes = b->size;
+  // Owners that shared the pad unchecked (METRALE_REDZONE_REUSE) move to p.
+  if (b->unchecked()) take_earlier_owners_held(b, p);
+  *run_pass = pad_verify_.commit_held();
+  return true;
+}
+
+// The same out of line, for free_impl (memory.cpp).
+bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::LedgerEntry& e,
+                                           metrale::core::StreamObj* st, const char* file,
+                                           int line, bool* run_pass) noexcept {
+  return queue_freed_pad_inline(ptr, e, st, file, line, run_pass);
+}
+
 // Inline into free() and free_on() below (its only callers): no second
 // call per free. st != nullptr: only a block whose stream is st's (a free on
 // its own stream, the same as a plain free; torch's frees are all of this
@@ -135,7 +176,7 @@ metrale_context::DevPtr metrale_context::alloc_pooled_retry(size_t bytes,
     if (e->pad != 0) {
       // A padded block waits for its red-zone check (pad_fast_path.cpp), as
       // in free_impl's first branch, without its second lock and lookup.
-      if (!queue_freed_pad_held(ptr, *e, st, file, line, &check)) return false;
+      if (!queue_freed_pad_inline(ptr, *e, st, file, line, &check)) return false;
       ledger_.take_found_locked(e, nullptr);  // the list holds its copy
     } else {
       // Before the pool has it: after, another thread may hand it out again.

@@ -136,19 +136,20 @@ void RegionMap::check(const CheckedRange* ranges, size_t n) const {
 }
 
 void RegionMap::check_all_locked(const CheckedRange* ranges, size_t n) const {
-  const Region* last = nullptr;
+  // The region the range before hit, in locals: [base, base + span). An
+  // empty span (none yet) holds no range, so the first one looks it up.
+  uintptr_t base = 0;
+  size_t span = 0;
   for (size_t i = 0; i < n; ++i) {
     const CheckedRange& range = ranges[i];
-    if (range.bytes == 0) continue;
-    if (last != nullptr && range.ptr - last->base < last->bytes &&
-        range.bytes <= last->bytes - (range.ptr - last->base)) {
-      continue;
-    }
+    const size_t at = range.ptr - base;
+    if (range.bytes == 0 || (at < span && range.bytes <= span - at)) continue;
     auto it = holding_locked(range.ptr);
     if (it == regions_.end() || range.bytes > it->second.bytes - (range.ptr - it->second.base)) {
       check_locked(range);  // throws, naming the range
     }
-    last = &it->second;
+    base = it->second.base;
+    span = it->second.bytes;
   }
 }
 

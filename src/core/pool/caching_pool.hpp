@@ -85,7 +85,7 @@ class CachingPool {
   // The fast paths of allocate_held and free_held, inline (lock() held).
   // take_binned_held: a block of exactly the rounded size from the reuse
   // bins of `stream`, nullptr when there is none (then allocate_held).
-  Block* take_binned_held(size_t bytes, StreamId stream,
+  [[gnu::always_inline]] Block* take_binned_held(size_t bytes, StreamId stream,
                                                  ReuseKey key = ReuseKey{}) {
     if (bytes > kMaxRequest) return nullptr;
     ReuseBins& bins = state_for(stream).bins();
