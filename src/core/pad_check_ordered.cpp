@@ -100,15 +100,19 @@ void metrale_context::start_ordered_checks(std::vector<PendingPad>* batch) {
 bool metrale_context::start_ordered_check(StreamHandle h, std::vector<PendingPad>* pads) {
   std::vector<Range>& ranges = verify_scratch_.ranges;
   OrderedCheck check;
-  ranges.clear();
   // Per block its pad and, when the allocation filled slack after it, that
   // slack too: restored with the pad, reported never (as in the pass).
+  // Written in place (at most two per block; no capacity test per range).
+  ranges.resize(2 * pads->size());
+  Range* out = ranges.data();
+  size_t k = 0;
   for (PendingPad& p : *pads) {
-    p.result = ranges.size();
+    p.result = k;
     const size_t pad_end = p.check_from + p.entry.pad;
-    ranges.push_back(Range{p.ptr + p.check_from, p.entry.pad});
-    if (p.check_to > pad_end) ranges.push_back(Range{p.ptr + pad_end, p.check_to - pad_end});
+    out[k++] = Range{p.ptr + p.check_from, p.entry.pad};
+    if (p.check_to > pad_end) out[k++] = Range{p.ptr + pad_end, p.check_to - pad_end};
   }
+  ranges.resize(k);
   check.ranges = ranges.size();
   try {
     check.ticket = device([&] {
