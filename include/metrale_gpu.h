@@ -1744,7 +1744,9 @@ metrale_status_t metrale_kernel_timing_enable(metrale_context_t* ctx, int on);
  *    timed and count in timings_dropped.
  *  - events are reused; at most 8192 idle ones are kept.
  *  Thread-safe: one caller waits at a time, and no lock a launch needs is
- *  held while waiting. CONTEXT_LOST once the context is lost;
+ *  held while waiting. CONTEXT_LOST once the context is lost while
+ *  launches still wait for their timing (their events cannot be read);
+ *  with none waiting, the rows kept answer as other host-side queries do;
  *  BUFFER_TOO_SMALL as metrale_live_allocations. */
 metrale_status_t metrale_kernel_timings_read(metrale_context_t* ctx, metrale_kernel_timing_t* out,
                                              size_t cap, size_t* count);

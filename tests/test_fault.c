@@ -64,6 +64,8 @@ static void fault_latches_and_is_reported(void** state) {
   (void)mt_counters(ctx); /* asserts the query answers OK */
   MT_OK(metrale_kernel_audit_read(ctx, NULL, 0, &n));
   assert_true(n >= 1);
+  MT_OK(metrale_kernel_timings_read(ctx, NULL, 0, &n)); /* none waits for its timing */
+  assert_int_equal(n, 0);
 
   /* Destroy succeeds, leftovers and all. */
   mt_close(ctx);
