@@ -16,6 +16,7 @@ void HostBackend::capture_begin(StreamHandle s) {
     fail(METRALE_ERROR_CAPTURE, "host backend: the stream is already capturing");
   }
   stream->captured.clear();
+  stream->capture_invalidated = false;
   stream->capturing = true;
 }
 
@@ -29,6 +30,12 @@ GraphHandle HostBackend::capture_end(StreamHandle s) {
     }
     recorded.swap(stream->captured);
     stream->capturing = false;
+    if (stream->capture_invalidated) {
+      stream->capture_invalidated = false;
+      fail(METRALE_ERROR_CAPTURE,
+           "host backend: the capture was invalidated by a stream synchronize made during it "
+           "(as the driver's capture is); it recorded nothing");
+    }
   }
   return graphs_.add(std::make_shared<HostGraph>(std::move(recorded)));
 }

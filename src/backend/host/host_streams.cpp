@@ -45,7 +45,11 @@ void HostBackend::stream_synchronize(StreamHandle s) {
   }
   std::lock_guard<StreamLock> lock(stream->mutex);
   if (stream->capturing) {
-    fail(METRALE_ERROR_CAPTURE, "stream is capturing; end or abort the capture first");
+    // cuStreamSynchronize of a capturing stream fails and invalidates the
+    // capture: the same here, so that a caller's refusal is what keeps it.
+    stream->capture_invalidated = true;
+    fail(METRALE_ERROR_CAPTURE,
+         "stream is capturing; end or abort the capture first (the capture is invalidated)");
   }
 }
 

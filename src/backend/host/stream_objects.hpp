@@ -32,6 +32,9 @@ struct HostStream {
   // must not wait for a host kernel running on the stream).
   std::atomic<bool> capturing{false};
   std::vector<StreamOp> captured;  // under mutex
+  // A synchronize of the capturing stream (refused) broke the capture, as
+  // the driver's does: its end fails (under mutex).
+  bool capture_invalidated = false;
 
   // Runs op now, in this thread, or records it when the stream is capturing.
   template <typename Op>
