@@ -42,8 +42,10 @@ OUT= bash scripts/gpu-test.sh "$build" >"$out/pool_on.txt" 2>&1
 rc=$?; cp "$build/meson-logs/testlog.txt" "$out/testlog_pool_on.txt" 2>/dev/null
 step pool_on "$rc" "$(tail -n 1 "$out/pool_on.txt")"
 
+# As many suites at once as step 2 (gpu-test.sh): one per CPU (16) on one
+# GPU made the context-heavy suites wait on each other past their limit.
 METRALE_POOL=0 METRALE_TEST_BACKEND=cuda meson test -C "$build" --no-rebuild \
-  --num-processes "$(nproc)" >"$out/pool_off.txt" 2>&1
+  --num-processes "${GPU_TEST_JOBS:-4}" >"$out/pool_off.txt" 2>&1
 rc=$?; cp "$build/meson-logs/testlog.txt" "$out/testlog_pool_off.txt" 2>/dev/null
 step pool_off "$rc" "$(grep -E '^(Ok|Fail|Skipped):' "$out/pool_off.txt" | tr -s ' \n' ' ')"
 

@@ -237,10 +237,16 @@ static void double_destroy_leaves_the_new_ones_alone(void** state) {
 static void destroyed_context_stays_dead(void** state) {
   (void)state;
   metrale_context_t* old = mt_open(NULL);
+  const int host = mt_is_host(old);
   mt_close(old);
+  /* A cuda context costs the driver ~140 ms to make and tear down (28 s
+   * for 200 on an idle H100; past the suite's limit beside the others on
+   * one GPU): fewer there. The addresses reused are the library's, which
+   * the host runs exercise in full. */
   enum { N = 200 };
+  const int n = host ? N : 40;
   uintptr_t seen[N];
-  for (int i = 0; i < N; ++i) {
+  for (int i = 0; i < n; ++i) {
     metrale_context_t* c = mt_open(NULL);
     seen[i] = (uintptr_t)c;
     MT_STATUS(metrale_context_destroy(old), METRALE_ERROR_INVALID_ARGUMENT);
@@ -251,7 +257,7 @@ static void destroyed_context_stays_dead(void** state) {
     MT_OK(metrale_free(c, p));
     mt_close(c);
   }
-  assert_unique(seen, N, (uintptr_t)old);
+  assert_unique(seen, (size_t)n, (uintptr_t)old);
   metrale_stream_t* s = NULL;
   MT_STATUS(metrale_stream_create(old, &s), METRALE_ERROR_INVALID_ARGUMENT);
   assert_null(s);
@@ -636,7 +642,10 @@ static void two_destroys_of_one_context_one_wins(void** state) {
   metrale_context_t* probe = mt_open(NULL);
   const int host = mt_is_host(probe);
   mt_close(probe);
-  const int rounds = mt_under_valgrind() ? 20 : host ? 2000 : 100;
+  /* Few on cuda, where a context costs ~140 ms (100 rounds took 14.5 s
+   * of an idle H100); the race itself is the library's, which the host
+   * runs (under ASan and TSan in CI) exercise. */
+  const int rounds = mt_under_valgrind() ? 20 : host ? 2000 : 30;
   pthread_barrier_t go;
   assert_int_equal(pthread_barrier_init(&go, NULL, 2), 0);
   const double start = seconds_now();
