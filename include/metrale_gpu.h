@@ -258,6 +258,12 @@
  *    deadlock: the call that would close the cycle returns INVALID_ARGUMENT
  *    ("... would deadlock") and the other completes after it. A log
  *    callback run from inside a host kernel obeys both rules.
+ *    Memory a running host kernel uses is not pulled from under it: as
+ *    cuMemFree waits for the device's work, the host backend gives freed
+ *    device memory (metrale_free with the pool off, a chunk the pool lets
+ *    go) back to the C heap only once every host kernel running on
+ *    another thread at the free has returned. The free itself returns at
+ *    once (from a host kernel too), and the pointer is invalid at once.
  *
  * 6. Untrusted sizes, paths and environment values.
  *    A size, path or variable from the caller is checked before it is used,

@@ -78,6 +78,14 @@ class HandleTable {
     return live_.size();
   }
 
+  // Calls fn(object) for every live object, under the table's shared lock
+  // (fn must not add or destroy handles). Allocates nothing.
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    for (const auto& entry : live_) fn(*entry.second);
+  }
+
   // Every live object, for teardown.
   std::vector<std::shared_ptr<T>> drain() {
     std::unique_lock<std::shared_mutex> lock(mutex_);

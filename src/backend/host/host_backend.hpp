@@ -108,6 +108,11 @@ class HostBackend final : public Backend {
 
  private:
   DevPtr allocate_owned(size_t bytes, size_t* reserved, RegionKind kind);
+  // Frees a block (already out of the region map) once no op that runs on
+  // a stream of this backend now (a host kernel on another thread) is
+  // still running (host_memory.cpp).
+  struct PendingFree;
+  void free_after_running_work(PendingFree* pending) noexcept;
   // A live stream that may take work: not lost, handle valid.
   std::shared_ptr<HostStream> usable_stream(StreamHandle s);
 

@@ -1,6 +1,8 @@
 // Device, managed and pinned memory are 256-byte aligned host blocks; each
 // is recorded in the region map so later device ranges can be checked.
+#include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "backend/host/host_backend.hpp"
@@ -61,6 +63,19 @@ DevPtr HostBackend::mem_alloc_managed(size_t bytes, size_t* reserved) {
   return allocate_owned(bytes, reserved, RegionKind::Managed);
 }
 
+// A freed block and the running ops it waits for: one share per op, and one
+// for the free; the last share dropped frees it.
+struct HostBackend::PendingFree {
+  explicit PendingFree(void* b) : block(b) {}
+  void drop() noexcept {
+    if (left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    std::free(block);
+    delete this;
+  }
+  void* const block;
+  std::atomic<size_t> left{1};
+};
+
 // Allowed on a lost context: cleanup must work.
 void HostBackend::mem_free(DevPtr ptr) {
   if (ptr == 0) return;
@@ -69,12 +84,45 @@ void HostBackend::mem_free(DevPtr ptr) {
                                    " failed: injected by METRALE_TEST_HOST_FAIL_FREE=" +
                                    std::to_string(fail_free_at_) + " (a test hook)");
   }
+  // Made before the region goes (the only step that may run out of
+  // memory), so a failed free leaves the memory allocated.
+  auto pending = std::make_unique<PendingFree>(reinterpret_cast<void*>(ptr));
   if (!regions_.remove(ptr, {RegionKind::Device, RegionKind::Managed})) {
     fail(METRALE_ERROR_INVALID_ARGUMENT,
          "host backend: mem_free of " + describe_address(ptr) +
              " which is not the start of device or managed memory this backend allocated");
   }
-  std::free(reinterpret_cast<void*>(ptr));
+  free_after_running_work(pending.release());
+}
+
+// cuMemFree waits for the device's work before the memory goes back. A
+// host stream runs its work in the thread that puts it there, so the only
+// work a free can overtake is an op another thread is running right now (a
+// host kernel still reading or writing the block): the memory goes back to
+// the C heap when the last such op ends, at once when none runs. The free
+// itself never waits: its caller may be a host kernel (whose own stream's
+// op is the caller itself, and whom a kernel on another stream may be
+// waiting for) or hold a lock of the core's that such a kernel waits for
+// (the pool's, giving a chunk back), and either wait would deadlock. The
+// block has left the region map already: no later call accepts it.
+void HostBackend::free_after_running_work(PendingFree* pending) noexcept {
+  bool kept = false;
+  streams_.for_each([&](HostStream& stream) {
+    if (kept) return;
+    pending->left.fetch_add(1, std::memory_order_relaxed);
+    try {
+      // At once, here, when no other thread runs the stream's work (or
+      // this one does: a host kernel freeing is not waited for); else by
+      // that thread as its op ends. A raw pointer: the std::function
+      // holds it without allocating.
+      stream.mutex.run_or_defer([pending] { pending->drop(); });
+    } catch (...) {
+      // No memory to queue it behind the running op: the block stays
+      // allocated (never freed) rather than freed under that op.
+      kept = true;
+    }
+  });
+  if (!kept) pending->drop();
 }
 
 void* HostBackend::host_alloc_pinned(size_t bytes) {
