@@ -1259,7 +1259,10 @@ typedef struct metrale_use_after_free {
  *  (see "Freed pads": an overrun before its free is reported then, with
  *  the free's site), others to the pool or the driver unchecked. A block
  *  whose size alone exceeds the budget, and one freed while its stream
- *  captures, is not quarantined.
+ *  captures, is not quarantined; nor is one the quarantine has no memory
+ *  to take (host memory for its record, or an event to wait with, ran
+ *  out before its fill was queued): that free completes as without the
+ *  quarantine, unfilled, and logs a warning.
  *  This scan waits for the context's streams as metrale_redzone_scan does,
  *  then checks every quarantined block: *count gets how many were written
  *  after their free; up to cap go to out, oldest free first. METRALE_OK when

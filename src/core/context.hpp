@@ -393,10 +393,12 @@ struct metrale_context {
   void release_now(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on);
   // --- the freed-memory quarantine (quarantine_ops.cpp) ---
   // Fills and holds a block just taken off the ledger; releases what the
-  // budget pushes out. Throws (nothing held) when the fill fails.
+  // budget pushes out. Out of memory before the fill: frees it as
+  // release_memory does, unquarantined. Throws (nothing held, nothing
+  // filled) when that free or the fill fails otherwise.
   void quarantine_block(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on,
                         const char* file, int line);
-  void release_quarantined(const std::vector<metrale::core::QuarantinedBlock>& out) noexcept;
+  void release_quarantined(const metrale::core::QuarantineList& out) noexcept;
   // Events on the streams besides `fill` that may still use the block
   // (never waited for: a free does not block); q.filled false when any.
   void quarantine_waits(metrale::core::QuarantinedBlock* q);

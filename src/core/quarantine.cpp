@@ -4,18 +4,19 @@
 
 namespace metrale::core {
 
-std::vector<QuarantinedBlock> Quarantine::admit(QuarantinedBlock b) {
-  std::vector<QuarantinedBlock> out;
+QuarantineList Quarantine::admit(QuarantineList blocks) noexcept {
+  QuarantineList out;
   std::lock_guard<std::mutex> lock(mutex_);
-  b.serial = next_serial_++;
-  bytes_ += b.span();
-  if (b.waiting()) waiting_.fetch_add(1, std::memory_order_release);
-  held_.push_back(std::move(b));
+  for (QuarantinedBlock& b : blocks) {
+    b.serial = next_serial_++;
+    bytes_ += b.span();
+    if (b.waiting()) waiting_.fetch_add(1, std::memory_order_release);
+  }
+  held_.splice(held_.end(), blocks);
   while (bytes_ > budget_ && !held_.empty()) {
     bytes_ -= held_.front().span();
     if (held_.front().waiting()) waiting_.fetch_sub(1, std::memory_order_release);
-    out.push_back(held_.front());
-    held_.pop_front();
+    out.splice(out.end(), held_, held_.begin());
   }
   return out;
 }
@@ -50,10 +51,10 @@ void Quarantine::retarget(uint64_t gone, uint64_t heir) {
     if (q.stream == gone) q.stream = heir;
 }
 
-std::vector<QuarantinedBlock> Quarantine::drain() {
+QuarantineList Quarantine::drain() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<QuarantinedBlock> out(held_.begin(), held_.end());
-  held_.clear();
+  QuarantineList out;
+  out.swap(held_);
   bytes_ = 0;
   waiting_.store(0, std::memory_order_release);
   return out;

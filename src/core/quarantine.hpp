@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <mutex>
 #include <vector>
 
@@ -39,14 +39,21 @@ struct QuarantinedBlock {
   size_t body() const { return entry.bytes; }
 };
 
+// The quarantine's blocks travel in list nodes: the node of a block to hold
+// is made before its fill is queued, so that holding it allocates nothing
+// (a filled block must never be left outside both the quarantine and the
+// pool: quarantine_ops.cpp).
+using QuarantineList = std::list<QuarantinedBlock>;
+
 class Quarantine {
  public:
   explicit Quarantine(size_t budget) : budget_(budget) {}
   // Blocks larger than the budget are never admitted.
   bool fits(size_t span) const { return span <= budget_; }
-  // Holds b; returns the blocks pushed out to stay within the budget, oldest
-  // first, which the caller now releases.
-  std::vector<QuarantinedBlock> admit(QuarantinedBlock b);
+  // Holds the blocks of `blocks` (one, from a free); returns the blocks
+  // pushed out to stay within the budget, oldest first, which the caller
+  // now releases. Moves nodes only: never fails.
+  QuarantineList admit(QuarantineList blocks) noexcept;
   // A copy of what is held, oldest first.
   std::vector<QuarantinedBlock> snapshot() const;
   // The held blocks that wait for events and for which ready(q) says the
@@ -74,7 +81,7 @@ class Quarantine {
   // `gone` is being destroyed and a handle value may be issued again.
   void retarget(uint64_t gone, uint64_t heir);
   // Everything, for teardown or an out-of-memory retry.
-  std::vector<QuarantinedBlock> drain();
+  QuarantineList drain() noexcept;
   size_t bytes() const;
 
  private:
@@ -83,7 +90,7 @@ class Quarantine {
   size_t bytes_ = 0;
   uint64_t next_serial_ = 1;
   std::atomic<size_t> waiting_{0};  // held blocks with waiting(): a poll's early out
-  std::deque<QuarantinedBlock> held_;
+  QuarantineList held_;  // oldest (lowest serial) first
 };
 
 }  // namespace metrale::core

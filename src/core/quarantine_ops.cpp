@@ -2,6 +2,7 @@
 // blocks, releasing what the budget pushes out, and the scan that finds
 // writes into them (a kernel using a pointer after its free).
 #include <algorithm>
+#include <new>
 
 #include "core/context.hpp"
 #include "core/format.hpp"
@@ -14,34 +15,73 @@ using metrale::fail;
 using metrale::backend::Range;
 using metrale::core::QuarantinedBlock;
 
+namespace {
+
+// Whether the exception being handled says memory ran out: host memory (a
+// node, a list) or the driver's (an event).
+bool out_of_memory() noexcept {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return true;
+  } catch (const Error& e) {
+    return e.status() == METRALE_ERROR_OUT_OF_MEMORY;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
 void metrale_context::quarantine_block(DevPtr ptr, const metrale::core::LedgerEntry& e,
                                        StreamHandle on, const char* file, int line) {
-  QuarantinedBlock q;
-  q.ptr = ptr;
-  q.entry = e;
-  q.stream = on != 0 ? on
-             : e.block != nullptr ? pool_->block_stream(e.block)
-                                  : default_stream_->handle;
-  q.free_site = ledger_.intern_site(file != nullptr ? file : "<unknown>", line);
-  // On the stream it is freed on: after the owner's last use there. Work
-  // queued before the free on the other streams that may use it (rule 9)
-  // is not ordered before that point, so the fill waits for it, without
-  // blocking the free. A write the scan finds then came after the free.
-  // The buffer only: the pad keeps what the owner left there, for the
-  // red-zone checks (a scan while quarantined, the freed-pad check when it
-  // leaves).
-  quarantine_waits(&q);
-  if (q.filled) {
-    fill_quarantined(q);
-  } else {
+  // What holding the block needs from memory comes first (its list node,
+  // its free site, its events), its fill last: a filled block is the
+  // quarantine's, and holding it (a node moved) cannot fail. Short of
+  // memory before the fill, nothing was queued and the block is freed as
+  // without the quarantine (rule 1 either way: a free that fails has
+  // changed nothing).
+  metrale::core::QuarantineList one;
+  bool unquarantined = false;
+  try {
+    QuarantinedBlock& q = one.emplace_back();
+    q.ptr = ptr;
+    q.entry = e;
+    q.stream = on != 0 ? on
+               : e.block != nullptr ? pool_->block_stream(e.block)
+                                    : default_stream_->handle;
+    q.free_site = ledger_.intern_site(file != nullptr ? file : "<unknown>", line);
+    // On the stream it is freed on: after the owner's last use there. Work
+    // queued before the free on the other streams that may use it (rule 9)
+    // is not ordered before that point, so the fill waits for it, without
+    // blocking the free. A write the scan finds then came after the free.
+    // The buffer only: the pad keeps what the owner left there, for the
+    // red-zone checks (a scan while quarantined, the freed-pad check when it
+    // leaves).
+    quarantine_waits(&q);  // destroys what it recorded when it throws
     try {
-      fill_if_done(q);
+      if (q.filled) {
+        fill_quarantined(q);
+      } else {
+        fill_if_done(q);
+      }
     } catch (...) {
       for (EventHandle ev : q.waits) backend_->event_destroy(ev);
       throw;
     }
+  } catch (...) {
+    if (!out_of_memory()) throw;
+    unquarantined = true;
   }
-  release_quarantined(quarantine_->admit(std::move(q)));
+  if (unquarantined) {
+    try {
+      metrale::core::log().warn("the quarantine had no memory to take {}: freed without it",
+                                metrale::core::hex(ptr));
+    } catch (...) {
+    }
+    return release_memory(ptr, e, on, file, line);
+  }
+  release_quarantined(quarantine_->admit(std::move(one)));
   fill_waiting_quarantined(nullptr);
 }
 
@@ -69,6 +109,9 @@ void metrale_context::record_quarantine_waits(QuarantinedBlock* q,
   streams.erase(std::remove(streams.begin(), streams.end(), q->stream), streams.end());
   if (streams.empty()) return;
   q->filled = false;
+  // Room for every event first: an event created and then lost to a full
+  // vector would never be destroyed.
+  q->waits.reserve(streams.size());
   try {
     for (StreamHandle s : streams) {
       if (device([&] { return backend_->stream_is_capturing(s); })) {
@@ -149,7 +192,7 @@ void metrale_context::fill_waiting_quarantined(std::vector<StreamHandle>* filled
   }
 }
 
-void metrale_context::release_quarantined(const std::vector<QuarantinedBlock>& out) noexcept {
+void metrale_context::release_quarantined(const metrale::core::QuarantineList& out) noexcept {
   for (const QuarantinedBlock& q : out) {
     try {
       if (!q.filled) {
