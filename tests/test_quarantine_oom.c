@@ -176,6 +176,14 @@ static void a_free_whose_fill_waits_out_of_memory_leaks_no_event(void** state) {
 }
 
 int main(void) {
+  if (mt_under_valgrind() || !mt_fail_new_works()) {
+    /* Under valgrind, whose operator new replaces the program's (and whose
+     * blocks the program's operator delete would then free as a mismatch):
+     * no allocation of a free can be made to fail, and every case would
+     * fail for that alone. Meson reads 77 as a skip. */
+    printf("skipped: operator new is not the program's here (valgrind?)\n");
+    return 77;
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_quarantined_free_out_of_memory_frees_or_changes_nothing),
       cmocka_unit_test(a_free_whose_fill_waits_out_of_memory_leaks_no_event),

@@ -18,6 +18,19 @@ extern "C" void mt_fail_new_after(long n) { t_countdown = n > 0 ? n : 0; }
 
 extern "C" long mt_fail_new_left(void) { return t_countdown; }
 
+extern "C" int mt_fail_new_works(void) {
+  // Through a volatile pointer: the call is made, not folded away.
+  void* (*volatile make)(std::size_t) = &::operator new;
+  t_countdown = 1;
+  try {
+    ::operator delete(make(8));
+  } catch (const std::bad_alloc&) {
+    return 1;  // the countdown is 0 again
+  }
+  t_countdown = 0;
+  return 0;
+}
+
 void* operator new(std::size_t n) {
   if (t_countdown > 0 && --t_countdown == 0) throw std::bad_alloc();
   void* p = std::malloc(n != 0 ? n : 1);
