@@ -4,6 +4,7 @@
 #include "core/context.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
+#include "core/pool/free_own_run.hpp"
 
 using metrale::core::PendingPad;
 using metrale::core::pool::Block;
@@ -17,15 +18,21 @@ void metrale_context::release_all_intact(const std::vector<PendingPad>& ready) n
     for (const PendingPad& p : ready) chunk_source_->block_returned(p.ptr);
   }
   std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
-  for (const PendingPad& p : ready) {
+  // Used on its own stream only and freed there (the common case): into
+  // its bins, a run of one size at once, as free_held would, with no event
+  // to record. The pool stops at any other block, which goes on its own.
+  const auto own = [&](size_t i) {
+    const PendingPad& p = ready[i];
     Block* b = p.entry.block;
-    const metrale::core::pool::PatternRange checked{p.check_from, p.check_to};
-    // Used on its own stream only and freed there (the common case): into
-    // its bins inline, as free_held would, with no event to record.
-    if (b->uses.empty() && (p.stream == 0 || p.stream == b->stream)) {
-      pool_->free_own_held(b, checked);
-      continue;
-    }
+    return metrale::core::pool::CachingPool::OwnFree{
+        b, p.stream != 0 ? p.stream : b->stream, PatternRange{p.check_from, p.check_to}};
+  };
+  for (size_t i = 0; i < ready.size(); ++i) {
+    i = pool_->free_own_run_held(i, ready.size(), own);
+    if (i == ready.size()) break;
+    const PendingPad& p = ready[i];
+    Block* b = p.entry.block;
+    const PatternRange checked{p.check_from, p.check_to};
     try {
       pool_->free_held(b, p.stream != 0 ? p.stream : b->stream, checked);
     } catch (...) {

@@ -64,14 +64,9 @@ bool metrale_context::hold_for_verify(DevPtr ptr, const metrale::core::LedgerEnt
   {
     std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
     const uint32_t free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
-    PendingPad& p = pad_verify_.emplace_held();  // may throw: nothing queued
-    p.ptr = ptr;
-    p.entry = e;
-    p.free_site = free_site;
-    p.stream = on;
-    p.check_from = e.bytes;
-    p.check_to = filled ? b->pattern.to : e.bytes + e.pad;
-    p.held_bytes = b->size;
+    PendingPad& p = pad_verify_.emplace_held(ptr, e, free_site, on,
+                                             filled ? b->pattern.to : e.bytes + e.pad,
+                                             b->size);  // may throw: nothing queued
     // Owners that shared the pad unchecked (METRALE_REDZONE_REUSE), also
     // when this free came the long way (a sweep, a capture open, the
     // quarantine): the check names them.

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/fast_mutex.hpp"
@@ -28,6 +29,12 @@
 namespace metrale::core {
 
 struct PendingPad {
+  PendingPad() = default;
+  // A freed block as its free queues it: built in place, each field written
+  // once (a default entry then filled in zeroed all 136 bytes first).
+  PendingPad(DevPtr p, const LedgerEntry& e, uint32_t site, uint64_t on, size_t to, size_t held)
+      : ptr(p), entry(e), free_site(site), stream(on), check_from(e.bytes), check_to(to),
+        held_bytes(held) {}
   DevPtr ptr = 0;
   LedgerEntry entry;       // as it left the ledger (bytes, pad, seq, site, tag, block)
   uint32_t free_site = 0;  // a ledger site id
@@ -65,10 +72,13 @@ class PadVerifyQueue {
   void set_limits(Limits l) { limits_ = l; }
   // Adding an entry, with the list's mutex held by the caller, in two
   // steps so that the caller fills it in place (no copy of a whole
-  // PendingPad per free): emplace_held makes room and may throw (nothing
-  // added then); commit_held counts the entry emplaced last, true when a
+  // PendingPad per free): emplace_held makes room (with PendingPad's
+  // arguments, if any) and may throw (nothing added then); commit_held counts the entry emplaced last, true when a
   // bound is met (the caller runs a pass).
-  PendingPad& emplace_held() { return held_.emplace_back(); }
+  template <class... Args>
+  PendingPad& emplace_held(Args&&... args) {
+    return held_.emplace_back(std::forward<Args>(args)...);
+  }
   bool commit_held() {
     bytes_ += held_.back().held_bytes;
     return held_.size() >= limits_.count || bytes_ >= limits_.bytes;

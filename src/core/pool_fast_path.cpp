@@ -127,17 +127,12 @@ metrale_context::DevPtr metrale_context::alloc_pooled_retry(size_t bytes,
   try {
     // What may throw first: a new site's copy, room in the list.
     free_site = ledger_.intern_site_held(file != nullptr ? file : "<unknown>", line);
-    p = &pad_verify_.emplace_held();  // its mutex is the ledger's
+    p = &pad_verify_.emplace_held(ptr, e, free_site, st != nullptr ? st->handle : 0,
+                                  filled ? b->pattern.to : e.bytes + e.pad,
+                                  b->size);  // its mutex is the ledger's
   } catch (...) {
     return false;  // nothing queued: the caller's general path frees it
   }
-  p->ptr = ptr;
-  p->entry = e;
-  p->free_site = free_site;
-  p->stream = st != nullptr ? st->handle : 0;
-  p->check_from = e.bytes;
-  p->check_to = filled ? b->pattern.to : e.bytes + e.pad;
-  p->held_bytes = b->size;
   // Owners that shared the pad unchecked (METRALE_REDZONE_REUSE) move to p.
   if (b->unchecked()) take_earlier_owners_held(b, p);
   *run_pass = pad_verify_.commit_held();

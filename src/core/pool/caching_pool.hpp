@@ -138,6 +138,18 @@ class CachingPool {
     b->epoch = owner.next_epoch();
     if (!owner.bins().put(b, bin_cap(b))) insert_free(b, owner);
   }
+  // A red-zone check's release of a batch (lock() held; free_own_run.hpp):
+  // free_own_held(b, pattern) for the blocks get(from), get(from + 1), ...
+  // (each an OwnFree), a run of one size and stream spliced into its bin
+  // at once. Stops at the first block used on another stream too or freed
+  // on one not its own, and returns its index (n when all went back).
+  struct OwnFree {
+    Block* b;
+    StreamId on;  // the stream it is freed on
+    PatternRange pattern;
+  };
+  template <class Get>
+  size_t free_own_run_held(size_t from, size_t n, Get&& get);
   // Frees a handed-out block on the stream it was allocated on.
   // pattern (every free): the caller's word that this range of the block
   // holds the red-zone pattern, checked since its last use

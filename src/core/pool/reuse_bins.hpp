@@ -54,6 +54,23 @@ class ReuseBins {
     b->state = BlockState::BINNED;
     return true;
   }
+  // How many more blocks of `size` its bin keeps under cap (0: none, or no
+  // bin for the size).
+  uint32_t room(size_t size, uint32_t cap) {
+    Bin* bin = find_or_add(size);
+    return bin == nullptr || bin->count >= cap ? 0 : cap - bin->count;
+  }
+  // n blocks of `size` (n <= room), linked newest first from head to tail
+  // through bin_next and already BINNED, binned in one step: the bin as n
+  // puts of tail .. head leave it (a red-zone batch comes back at once).
+  void put_chain(size_t size, Block* head, Block* tail, uint32_t n) {
+    Bin* bin = find(size);
+    tail->bin_next = bin->head;
+    bin->head = head;
+    bin->count += n;
+    blocks_ += n;
+    mark(size, true);
+  }
   bool empty() const { return blocks_ == 0; }
   // Hands every binned block to f (its state still BINNED) and empties the
   // bins.
