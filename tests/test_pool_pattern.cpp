@@ -6,6 +6,7 @@
 // (core_check.hpp) over the fake chunk source; no backend.
 #include "core/pool/block.hpp"
 #include "core/pool/caching_pool.hpp"
+#include "core/pool/free_own_run.hpp"
 #include "core_check.hpp"
 #include "fake_chunk_source.hpp"
 
@@ -118,6 +119,51 @@ void split_in_pool() {
   pool.free(big);
 }
 
+// A red-zone batch back at once (free_own_run_held): the same as
+// free_own_held per block in turn. Each block keeps its record, the bin
+// hands them out newest first, the counters drop to zero, a block freed on
+// another stream stops the run, and the bins' blocks are visible to a
+// trim (the bitmap), which then gives the whole chunk back.
+void run_goes_back_as_one_by_one() {
+  FakeChunkSource src;
+  CachingPool pool(src);
+  constexpr size_t kRun = 4;
+  Block* blocks[kRun + 1];
+  for (size_t i = 0; i < kRun; ++i) blocks[i] = pool.allocate(4160, S1);  // 4608 bytes
+  blocks[kRun] = pool.allocate(9000, S1);  // another size: a run of its own
+  const PatternRange checked{4096, 4608};
+  auto own = [&](size_t i) { return CachingPool::OwnFree{blocks[i], S1, checked}; };
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(pool.lock());
+    CHECK_EQ(pool.free_own_run_held(0, kRun + 1, own), kRun + 1);
+  }
+  CHECK_EQ(pool.stats().in_use, 0u);
+  CHECK_EQ(pool.stats().blocks_in_use, 0u);
+  for (size_t i = kRun; i-- > 0;) {  // newest first, each with its record
+    Block* b = pool.allocate(4160, S1);
+    CHECK(b == blocks[i]);
+    CHECK_EQ(b->pattern.from, 4096u);
+    CHECK_EQ(b->pattern.to, 4608u);
+  }
+  Block* other = pool.allocate(9000, S1);
+  CHECK(other == blocks[kRun]);
+  CHECK_EQ(other->pattern.from, 4096u);
+  // A block freed on a stream not its own stops the run at its index.
+  const StreamId S2 = 0x200;
+  auto mixed = [&](size_t i) {
+    return CachingPool::OwnFree{blocks[i], i == 2 ? S2 : S1, checked};
+  };
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(pool.lock());
+    CHECK_EQ(pool.free_own_run_held(0, kRun + 1, mixed), 2u);
+    pool.free_own_held(blocks[2], checked);
+    CHECK_EQ(pool.free_own_run_held(3, kRun + 1, mixed), kRun + 1);
+  }
+  CHECK_EQ(pool.stats().blocks_in_use, 0u);
+  CHECK(pool.trim(0) > 0);
+  CHECK_EQ(pool.stats().reserved, 0u);  // every binned block was found
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,5 +173,6 @@ int main(int argc, char** argv) {
       {"free_keeps_or_drops", free_keeps_or_drops},
       {"coalesce_then_split", coalesce_then_split},
       {"split_in_pool", split_in_pool},
+      {"run_goes_back_as_one_by_one", run_goes_back_as_one_by_one},
   });
 }

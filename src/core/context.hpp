@@ -554,6 +554,14 @@ struct metrale_context {
   DevPtr alloc_pooled_padded(size_t bytes, metrale_alloc_kind_t kind,
                              metrale::core::StreamObj* st, const char* file, int line,
                              bool wait);
+  // Its rest, out of line, when the lock's try handed out nothing: the
+  // entry so far (seq, pad, site, tag), the block taken (nullptr: none; else
+  // its pad needs a fill) and whether bytes + pad wraps (entry.kind: the
+  // kind asked).
+  DevPtr alloc_pooled_padded_miss(size_t bytes, metrale::core::StreamObj* st,
+                                  const char* file, int line,
+                                  bool wait, const metrale::core::LedgerEntry& entry,
+                                  metrale::core::pool::Block* b, bool wraps);
   // With the ledger's lock held, a padded pooled block just taken off it
   // joins the check list: true when queued (*run_pass: a check is due, to
   // run once the lock is released), false (nothing changed) when it could

@@ -112,19 +112,16 @@ bool Ledger::take_locked(DevPtr ptr, LedgerEntry* out) {
 void Ledger::take_found_locked(LedgerEntry* found, LedgerEntry* out) noexcept {
   const LedgerEntry& e = *found;
   count_locked(e, false);
-  if (e.pad > 0) {
-    const uint32_t slot = e.pad_slot;
-    if (slot + 1 != pads_.size()) {
-      pads_[slot] = pads_.back();
-      pad_owners_[slot] = pad_owners_.back();
-      entries_[pad_owners_[slot].ptr].pad_slot = slot;
-      mark_pad_locked(slot);
-    }
-    pads_.pop_back();
-    pad_owners_.pop_back();
-  }
+  if (e.pad > 0) drop_pad_locked(e.pad_slot);
   if (out != nullptr) *out = e;
   entries_.erase_value(found);
+}
+
+void Ledger::move_last_pad_locked(uint32_t slot) noexcept {
+  pads_[slot] = pads_.back();
+  pad_owners_[slot] = pad_owners_.back();
+  entries_[pad_owners_[slot].ptr].pad_slot = slot;
+  mark_pad_locked(slot);
 }
 
 void Ledger::restore(DevPtr ptr, const LedgerEntry& entry) {

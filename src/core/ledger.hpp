@@ -134,6 +134,13 @@ class Ledger {
     count_locked(*e, false);
     entries_.erase_value(e);
   }
+  // take_found_locked(e, nullptr) of a padded entry, inline for the padded
+  // fast free (the call was ~20 instructions of its ~80, r27).
+  [[gnu::always_inline]] void forget_padded_locked(LedgerEntry* e) noexcept {
+    count_locked(*e, false);
+    drop_pad_locked(e->pad_slot);
+    entries_.erase_value(e);
+  }
   // Undoes take(ptr) after the backend refused to free ptr: the entry goes
   // back with its site, seq and totals, and its pad back into the slot it
   // had, so the pad table is as before when nothing happened in between.
@@ -235,7 +242,9 @@ class Ledger {
   // Site, tag, live and slack totals move together with the entries; the
   // tag's slot exists (ready_locked grows the table on a tag's first entry).
   // Unsigned wrap-around makes the remove the same adds of negated values.
-  void count_locked(const LedgerEntry& e, bool add) noexcept {
+  // Always inline: with the padded free's copy beside the padless one GCC
+  // made it a call, +7 Ir on the padless pair (r27).
+  [[gnu::always_inline]] void count_locked(const LedgerEntry& e, bool add) noexcept {
     Site& site = *site_at_[e.site];
     TagTotal& tag = tag_totals_[e.tag];
     const uint64_t n = add ? uint64_t{1} : ~uint64_t{0};
@@ -248,6 +257,13 @@ class Ledger {
     live_bytes_ += bytes;
     slack_bytes_ += add ? slack : uint64_t{0} - slack;
   }
+  // The pad in `slot` leaves the table: the last one takes its place.
+  void drop_pad_locked(uint32_t slot) noexcept {
+    if (slot + 1 != pads_.size()) move_last_pad_locked(slot);
+    pads_.pop_back();
+    pad_owners_.pop_back();
+  }
+  void move_last_pad_locked(uint32_t slot) noexcept;
   // Inline for the padded allocation (room reserved there: no throw).
   void append_pad_locked(DevPtr ptr, LedgerEntry* e) {
     e->pad_slot = static_cast<uint32_t>(pads_.size());

@@ -158,7 +158,11 @@ void metrale_context::collect_ordered_checks(bool wait, std::vector<FreedPadRepo
       continue;
     }
     ordered_checks_open_.fetch_sub(1, std::memory_order_release);
-    for (size_t j = 0; j < c.pads.size(); ++j) {
+    // Most passes find nothing: one look over the results (a dirty slack
+    // range included), and the blocks only when some range was dirty.
+    uint32_t any_bad = 0;
+    for (size_t j = 0; j < c.ranges; ++j) any_bad |= results[j].bad_bytes;
+    for (size_t j = 0; any_bad != 0 && j < c.pads.size(); ++j) {
       const metrale::backend::Backend::PadCheck& r = results[c.pads[j].result];
       if (r.bad_bytes == 0) continue;
       const PendingPad& p = c.pads[j];

@@ -40,34 +40,35 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
                                                              metrale::core::StreamObj* st,
                                                              const char* file, int line,
                                                              bool wait) {
-  metrale::core::LedgerEntry entry;
-  entry.bytes = bytes;
-  entry.kind = kind;
+  // The entry's parts in locals: the whole entry is built only on a miss
+  // (out of line, so this frame stays small: the miss path's strings and
+  // records made it 0x208 bytes, ~25 Ir of spills per pair, r27).
   Block* b = nullptr;
   DevPtr ptr = 0;
+  uint64_t seq = 0;
+  size_t pad = 0;
+  metrale::core::Ledger::Ready r{0, 0};
   bool wraps = false;
   {
     std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
-    entry.seq = seq_.load(std::memory_order_relaxed);
-    seq_.store(entry.seq + 1, std::memory_order_relaxed);
-    entry.pad = entry.seq >= opts_.redzone_min_index ? opts_.redzone_bytes : 0;
-    wraps = bytes > std::numeric_limits<size_t>::max() - entry.pad;
+    seq = seq_.load(std::memory_order_relaxed);
+    seq_.store(seq + 1, std::memory_order_relaxed);
+    pad = seq >= opts_.redzone_min_index ? opts_.redzone_bytes : 0;
+    wraps = bytes > std::numeric_limits<size_t>::max() - pad;
     if (!wraps) {
       // All that may fail on the ledger's side, before a block is taken.
-      const metrale::core::Ledger::Ready r = ledger_.ready_locked(file, line, entry.pad > 0);
-      entry.site = r.site;
-      entry.tag = r.tag;
-      const metrale::core::pool::ReuseKey key{bytes, entry.pad};
+      r = ledger_.ready_locked(file, line, pad > 0);
+      const metrale::core::pool::ReuseKey key{bytes, pad};
       try {
         // The binned block of this size first, inline, as alloc_pooled
         // (through device() and allocate_held a padded pair measured ~35 ns
         // slower on the host backend, r18). No release of the cache on the
         // full try: the retry below releases it after the blocks waiting
         // for their check are back, and its message tells what it released.
-        b = pool_->take_binned_held(bytes + entry.pad, st->handle, key);
+        b = pool_->take_binned_held(bytes + pad, st->handle, key);
         if (b == nullptr) {
           b = device([&] {
-            return pool_->allocate_held(bytes + entry.pad, st->handle, false, false, key);
+            return pool_->allocate_held(bytes + pad, st->handle, false, false, key);
           });
         }
       } catch (const Error& e) {
@@ -76,36 +77,50 @@ metrale_context::DevPtr metrale_context::alloc_pooled_padded(size_t bytes,
         // check went back to the pool.
       }
     }
-    if (b != nullptr && (entry.pad == 0 || b->pattern.covers(bytes, bytes + entry.pad))) {
+    if (b != nullptr && (pad == 0 || b->pattern.covers(bytes, bytes + pad))) {
       // No fill: the pad lies inside the block's checked pattern.
-      if (entry.pad > 0) {
+      if (pad > 0) {
         b->pattern = PatternRange{bytes, b->pattern.to};
         pad_verify_.count_fill_skipped_held();  // the ledger's lock is the list's
       }
       ptr = b->ptr;
-      chunk_source_->block_handed_out(ptr, bytes + entry.pad);
+      chunk_source_->block_handed_out(ptr, bytes + pad);
       // In place, field by field (no copy of a whole entry: its 16-byte
       // loads would wait for the 8-byte stores that built it), the pad
       // appended to the room made.
       ledger_.commit_locked(ptr, [&](metrale::core::LedgerEntry& slot) {
         slot.bytes = bytes;
         slot.reserved = b->size;
-        slot.pad = entry.pad;
-        slot.seq = entry.seq;
-        slot.site = entry.site;
+        slot.pad = pad;
+        slot.seq = seq;
+        slot.site = r.site;
         slot.kind = kind;
-        slot.tag = entry.tag;
+        slot.tag = r.tag;
         slot.block = b;
       });
       count_alloc_held(bytes);
     }
   }
-  if (ptr != 0) {
+  if (ptr != 0) [[likely]] {
     // The pool sent unchecked blocks to their check and the list is full.
     if (unchecked_due_.load(std::memory_order_relaxed)) [[unlikely]] run_unchecked_due();
     log_large(bytes, file, line, ptr);
     return ptr;
   }
+  metrale::core::LedgerEntry entry;
+  entry.bytes = bytes;
+  entry.kind = kind;
+  entry.seq = seq;
+  entry.pad = pad;
+  entry.site = r.site;
+  entry.tag = r.tag;
+  return alloc_pooled_padded_miss(bytes, st, file, line, wait, entry, b, wraps);
+}
+
+[[gnu::noinline]] metrale_context::DevPtr metrale_context::alloc_pooled_padded_miss(
+    size_t bytes, metrale::core::StreamObj* st, const char* file, int line, bool wait,
+    const metrale::core::LedgerEntry& first, Block* b, bool wraps) {
+  metrale::core::LedgerEntry entry = first;
   if (wraps) {
     fail(METRALE_ERROR_OUT_OF_MEMORY, "out of device memory: asked " + std::to_string(bytes) +
                                           " bytes plus a " + std::to_string(entry.pad) +

@@ -172,7 +172,7 @@ bool metrale_context::queue_freed_pad_held(DevPtr ptr, const metrale::core::Ledg
       // A padded block waits for its red-zone check (pad_fast_path.cpp), as
       // in free_impl's first branch, without its second lock and lookup.
       if (!queue_freed_pad_inline(ptr, *e, st, file, line, &check)) return false;
-      ledger_.take_found_locked(e, nullptr);  // the list holds its copy
+      ledger_.forget_padded_locked(e);  // the list holds its copy
     } else {
       // Before the pool has it: after, another thread may hand it out again.
       chunk_source_->block_returned(ptr);

@@ -34,7 +34,7 @@ size_t CachingPool::free_own_run_held(size_t from, size_t n, Get&& get) {
     size_t bytes = 0;
     size_t requested = 0;
     for (; i < n && k < room; ++i, ++k) {
-      const OwnFree f = k == 0 ? first : get(i);
+      const OwnFree f = get(i);
       Block* b = f.b;
       if (b->size != size || b->stream != stream || f.on != stream || !b->uses.empty() ||
           !f.pattern.known()) {
