@@ -264,6 +264,10 @@
  *    go) back to the C heap only once every host kernel running on
  *    another thread at the free has returned. The free itself returns at
  *    once (from a host kernel too), and the pointer is invalid at once.
+ *    Should the process have no memory left to queue that release behind
+ *    a running kernel, the free still succeeds but the block is never
+ *    given back (a leak, never a free under the kernel), and a warning
+ *    is logged naming its address.
  *
  * 6. Untrusted sizes, paths and environment values.
  *    A size, path or variable from the caller is checked before it is used,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <string.h>
 
+#include "launch_thread.h"
 #include "test_support.h"
 
 #define PAD 64
@@ -21,11 +22,7 @@ static metrale_context_t* open_quarantine(size_t budget) {
 }
 
 static size_t quarantined(metrale_context_t* ctx) {
-  metrale_pool_stats_t s;
-  memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  MT_OK(metrale_pool_stats(ctx, &s));
-  return (size_t)s.quarantined_bytes;
+  return (size_t)mt_pool_stats(ctx).quarantined_bytes;
 }
 
 static void freed_blocks_are_held_back(void** state) {
@@ -296,32 +293,21 @@ static void an_overrun_is_caught_when_its_block_leaves_the_quarantine(void** sta
 /* A host kernel on s, queued before the free, that keeps using the block
  * after the free returned: it reads its input, then writes its output. */
 typedef struct {
-  metrale_context_t* ctx;
   metrale_stream_t* s;
   metrale_devptr_t p;
   int started, freed;
   unsigned char seen;
-  metrale_status_t launched;
 } late_use_t;
 
 static metrale_status_t late_user(const metrale_host_kernel_call_t* call, void* user) {
   (void)call;
   late_use_t* u = user;
   __atomic_store_n(&u->started, 1, __ATOMIC_SEQ_CST);
-  while (!__atomic_load_n(&u->freed, __ATOMIC_SEQ_CST)) usleep(1000);
+  mt_wait_flag(&u->freed);
   unsigned char* p = (unsigned char*)(uintptr_t)u->p;
   u->seen = p[0];
   p[1] = 0x22;
   return METRALE_OK;
-}
-
-static void* launch_late_user(void* arg) {
-  late_use_t* u = arg;
-  metrale_kernel_t* k = NULL;
-  const metrale_dim3_t one = {1, 1, 1};
-  u->launched = metrale_kernel_get(u->ctx, "quarantine", "late_user", &k);
-  if (u->launched == METRALE_OK) u->launched = metrale_launch(u->ctx, k, one, one, 0, u->s, NULL);
-  return NULL;
 }
 
 /* Rule 9: work queued before the free on a stream marked with
@@ -347,7 +333,6 @@ static void work_queued_before_the_free_on_other_streams_keeps_the_block(void** 
     }
     late_use_t u;
     memset(&u, 0, sizeof u);
-    u.ctx = ctx;
     metrale_stream_t* other = NULL;
     MT_OK(metrale_stream_create(ctx, &u.s));
     MT_OK(metrale_stream_create(ctx, &other));
@@ -360,17 +345,15 @@ static void work_queued_before_the_free_on_other_streams_keeps_the_block(void** 
       MT_OK(metrale_alloc_async(ctx, 1000, u.s, &u.p));
       MT_OK(metrale_memset(ctx, u.p, 0x11, 1000));
     }
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, launch_late_user, &u), 0);
-    while (!__atomic_load_n(&u.started, __ATOMIC_SEQ_CST)) usleep(1000);
+    mt_launch_thread_t runner;
+    mt_launch_thread_start(&runner, ctx, "quarantine", "late_user", u.s, &u.started);
     if (variant == 0) {
       MT_OK(metrale_free_async(ctx, u.p, other));
     } else {
       MT_OK(metrale_free(ctx, u.p));
     }
     __atomic_store_n(&u.freed, 1, __ATOMIC_SEQ_CST);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    MT_OK(u.launched);
+    MT_OK(mt_launch_thread_join(&runner));
     assert_int_equal(u.seen, 0x11);
     size_t n = 99;
     MT_OK(metrale_quarantine_scan(ctx, NULL, 0, &n));

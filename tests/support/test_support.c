@@ -76,13 +76,15 @@ metrale_status_t mt_create_without_pool(metrale_context_options_t* opts, metrale
   return s;
 }
 
-int mt_pool_on(metrale_context_t* ctx) {
+metrale_pool_stats_t mt_pool_stats(metrale_context_t* ctx) {
   metrale_pool_stats_t st;
   memset(&st, 0, sizeof st);
   st.struct_size = sizeof st;
-  if (metrale_pool_stats(ctx, &st) != METRALE_OK) fail();
-  return st.enabled;
+  if (metrale_pool_stats(ctx, &st) != METRALE_OK) fail_msg("%s", metrale_last_error_message());
+  return st;
 }
+
+int mt_pool_on(metrale_context_t* ctx) { return mt_pool_stats(ctx).enabled; }
 
 int mt_under_valgrind(void) {
   const char* p = getenv("LD_PRELOAD");

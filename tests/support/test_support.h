@@ -49,6 +49,8 @@ int mt_is_host(metrale_context_t* ctx);
  * METRALE_POOL says (it is set to 0 for the call and put back): for cases
  * about driver allocations. Returns the status. */
 metrale_status_t mt_create_without_pool(metrale_context_options_t* opts, metrale_context_t** ctx);
+/* metrale_pool_stats, asserted OK (the current layout). */
+metrale_pool_stats_t mt_pool_stats(metrale_context_t* ctx);
 /* 1 when metrale_alloc serves from the caching pool (metrale_pool_stats). */
 int mt_pool_on(metrale_context_t* ctx);
 /* 1 under valgrind (it preloads its vgpreload libraries into every

@@ -7,6 +7,7 @@
 
 #include "backend/host/host_backend.hpp"
 #include "backend/host/process_pins.hpp"
+#include "backend/log_sink.hpp"
 
 namespace metrale::backend::host {
 
@@ -69,10 +70,13 @@ struct HostBackend::PendingFree {
   explicit PendingFree(void* b) : block(b) {}
   void drop() noexcept {
     if (left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    std::free(block);
+    if (!keep_block) std::free(block);
     delete this;
   }
   void* const block;
+  // Set before the freeing thread's own drop: the block is never freed
+  // (no memory to queue its release behind a running op), this record is.
+  bool keep_block = false;
   std::atomic<size_t> left{1};
 };
 
@@ -118,11 +122,25 @@ void HostBackend::free_after_running_work(PendingFree* pending) noexcept {
       stream.mutex.run_or_defer([pending] { pending->drop(); });
     } catch (...) {
       // No memory to queue it behind the running op: the block stays
-      // allocated (never freed) rather than freed under that op.
+      // allocated (never freed) rather than freed under that op. Its
+      // count back: nothing was queued (the caller's own count holds it).
+      pending->left.fetch_sub(1, std::memory_order_relaxed);
       kept = true;
     }
   });
-  if (!kept) pending->drop();
+  const uintptr_t block = reinterpret_cast<uintptr_t>(pending->block);
+  pending->keep_block = kept;
+  pending->drop();  // the record may be gone after this
+  if (!kept) return;
+  // Outside the table's lock: a log callback may call the library.
+  try {
+    backend::log(METRALE_LOG_WARN,
+        "host backend: no memory to queue the free of " + describe_address(block) +
+            " behind a host kernel another thread is running: the block stays allocated "
+            "(leaked) rather than freed under that kernel; the free itself succeeded");
+  } catch (...) {
+    // No memory for the line either: the leak goes unlogged.
+  }
 }
 
 void* HostBackend::host_alloc_pinned(size_t bytes) {
