@@ -560,6 +560,10 @@ typedef enum metrale_trace_kind {
 } metrale_trace_kind_t;
 
 #define METRALE_TRACE_MAX_ARGS 8
+/* The largest trace_capacity (metrale_context_options_t): 4Mi entries. Both
+ * rings grow as entries come, so a trace of that many launches holds about
+ * 4Mi * sizeof(metrale_trace_entry_t) bytes, plus the kernel audit's. */
+#define METRALE_TRACE_CAPACITY_MAX (1u << 22)
 
 /** One launch-trace entry. For launches, args holds each parameter's value
  *  widened to 64 bits where the kernel's parameter sizes are known (nargs of
@@ -623,7 +627,9 @@ typedef struct metrale_context_options {
   int launch_trace;              /* default 0 */
   int kernel_timing;             /* default 0; bounded: see metrale_kernel_timings_read */
   size_t trace_capacity;         /* entries kept by the launch trace and the kernel
-                                    audit, newest kept; default 65536; 0 keeps none */
+                                    audit, newest kept; default 65536; 0 keeps none;
+                                    at most METRALE_TRACE_CAPACITY_MAX (else
+                                    metrale_context_create: INVALID_ARGUMENT) */
   /* Fields below were added in 0.2; a struct_size that ends before `pool`
    * (the 0.1 layout) is accepted and these take their defaults. */
   int pool;                      /* default 1: metrale_alloc serves device memory

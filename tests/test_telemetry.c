@@ -1,7 +1,10 @@
 /* Counters after known operations, reset, the launch trace, the kernel
  * audit size query and kernel timings. */
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "failing_new.h"
 #include "test_support.h"
 
 static const metrale_dim3_t ONE = {1, 1, 1};
@@ -220,6 +223,115 @@ static void trace_capacity_keeps_newest(void** state) {
   mt_close(ctx);
 }
 
+/* Rule 6: a trace capacity past METRALE_TRACE_CAPACITY_MAX is refused at
+ * create (it would let the trace grow without bound); the bound itself is
+ * accepted (the trace grows as entries come). */
+static void trace_capacity_is_bounded(void** state) {
+  (void)state;
+  const size_t asked[] = {SIZE_MAX, (size_t)METRALE_TRACE_CAPACITY_MAX + 1};
+  for (size_t i = 0; i < sizeof asked / sizeof asked[0]; ++i) {
+    metrale_context_options_t o = mt_options();
+    o.trace_capacity = asked[i];
+    metrale_context_t* ctx = NULL;
+    MT_STATUS(metrale_context_create(&o, &ctx), METRALE_ERROR_INVALID_ARGUMENT);
+    assert_null(ctx);
+    assert_non_null(strstr(metrale_last_error_message(), "METRALE_TRACE_CAPACITY_MAX"));
+  }
+  metrale_context_options_t o = mt_options();
+  o.trace_capacity = METRALE_TRACE_CAPACITY_MAX;
+  o.launch_trace = 1;
+  metrale_context_t* ctx = mt_open(&o);
+  metrale_devptr_t p = 0;
+  MT_OK(metrale_alloc(ctx, 64, &p));
+  MT_OK(metrale_memset_async(ctx, p, 7, 8, NULL));
+  size_t n = 0;
+  MT_OK(metrale_launch_trace_read(ctx, NULL, 0, &n));
+  assert_int_equal(n, 1);
+  MT_OK(metrale_free(ctx, p));
+  mt_close(ctx);
+}
+
+static int g_ring_drops; /* warnings of a dropped trace entry */
+
+static void count_ring_drops(metrale_log_level_t level, const char* message, void* user) {
+  (void)user;
+  if (level == METRALE_LOG_WARN && message != NULL && strstr(message, "has no memory to grow"))
+    __atomic_add_fetch(&g_ring_drops, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Rule 1 with the trace on: a traced memset and a traced launch whose
+ * allocations fail in turn either fail having done nothing (the memory,
+ * the counters and the trace as they were) or succeed in full. The trace
+ * entry is made last: a trace short of memory must not turn a call that
+ * acted into a failure. Each try opens a context, so that the trace's
+ * first entry allocates. */
+static void a_traced_call_short_of_memory_acts_in_full_or_not_at_all(void** state) {
+  (void)state;
+  if (mt_under_valgrind()) skip(); /* operator new is valgrind's there */
+  assert_true(mt_fail_new_works());
+  MT_OK(metrale_log_set_level(METRALE_LOG_WARN));
+  MT_OK(metrale_log_set_callback(count_ring_drops, NULL));
+  for (int launch = 0; launch <= 1; ++launch) {
+    int dropped = 0;
+    int done = 0;
+    for (int n = 1; n <= 200 && !done; ++n) {
+      metrale_context_options_t o = mt_options();
+      o.launch_trace = 1;
+      metrale_context_t* ctx = mt_open(&o);
+      metrale_kernel_t* k = NULL;
+      if (launch) {
+        mt_load_kernels(ctx);
+        k = mt_kernel(ctx, "fill_u32");
+      }
+      metrale_devptr_t p = 0;
+      MT_OK(metrale_alloc(ctx, 64, &p));
+      MT_OK(metrale_memset(ctx, p, 0, 64));
+      MT_OK(metrale_counters_reset(ctx));
+      uint32_t value = 0x01010101u;
+      uint64_t count = 2;
+      void* params[] = {&p, &value, &count};
+      const metrale_dim3_t threads = {256, 1, 1};
+      __atomic_store_n(&g_ring_drops, 0, __ATOMIC_SEQ_CST);
+      mt_fail_new_after(n);
+      const metrale_status_t st = launch ? metrale_launch(ctx, k, ONE, threads, 0, NULL, params)
+                                         : metrale_memset_async(ctx, p, 1, 8, NULL);
+      const long left = mt_fail_new_left();
+      mt_fail_new_after(0);
+      MT_OK(metrale_stream_synchronize(ctx, NULL));
+      unsigned char host[8];
+      MT_OK(metrale_copy_d2h(ctx, p, host, sizeof host));
+      const metrale_counters_t c = mt_counters(ctx);
+      size_t traced = 0;
+      MT_OK(metrale_launch_trace_read(ctx, NULL, 0, &traced));
+      const uint64_t acted = launch ? c.launches : c.memsets;
+      if (st == METRALE_OK) {
+        if (host[0] != 1 || acted != 1)
+          fail_msg("%s, n=%d: OK but byte 0 is %u and the counter %llu", launch ? "launch" : "memset",
+                   n, host[0], (unsigned long long)acted);
+        /* An entry with no memory is dropped, and that is logged. */
+        if (traced != 1) {
+          assert_int_equal(traced, 0);
+          assert_int_equal(__atomic_load_n(&g_ring_drops, __ATOMIC_SEQ_CST), 1);
+          dropped++;
+        }
+        done = left != 0; /* no allocation failed: every one was tried */
+      } else {
+        if (st != METRALE_ERROR_OUT_OF_MEMORY)
+          fail_msg("%s, n=%d: %s", launch ? "launch" : "memset", n, metrale_last_error_message());
+        if (host[0] != 0 || acted != 0 || traced != 0)
+          fail_msg("%s, n=%d: failed (%s) but byte 0 is %u, the counter %llu, the trace %zu",
+                   launch ? "launch" : "memset", n, metrale_last_error_message(), host[0],
+                   (unsigned long long)acted, traced);
+      }
+      MT_OK(metrale_free(ctx, p));
+      mt_close(ctx);
+    }
+    assert_true(done);
+    assert_true(dropped > 0); /* the trace's allocation was among those failed */
+  }
+  MT_OK(metrale_log_set_callback(NULL, NULL));
+}
+
 /* --- kernel audit and timings ------------------------------------------------ */
 
 static void kernel_audit_size_query(void** state) {
@@ -279,6 +391,8 @@ int main(void) {
       cmocka_unit_test(launch_trace_records_entries),
       cmocka_unit_test(launch_trace_packed_args),
       cmocka_unit_test(trace_capacity_keeps_newest),
+      cmocka_unit_test(trace_capacity_is_bounded),
+      cmocka_unit_test(a_traced_call_short_of_memory_acts_in_full_or_not_at_all),
       cmocka_unit_test(kernel_audit_size_query),
       cmocka_unit_test(kernel_timings_per_kernel),
   };

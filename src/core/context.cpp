@@ -41,7 +41,7 @@ std::unique_ptr<be::Backend> open_backend(const metrale_context_options_t& o) {
 }  // namespace metrale::core
 
 metrale_context::metrale_context(const metrale_context_options_t& opts)
-    : opts_(opts), trace_(opts.trace_capacity), audit_(opts.trace_capacity) {
+    : opts_(opts), trace_("launch trace", opts.trace_capacity), audit_("kernel audit", opts.trace_capacity) {
   watch(kWatchTrace, opts.launch_trace != 0);
   watch(kWatchTiming, opts.kernel_timing != 0);
   watch(kWatchDebugSync, opts.debug_sync != 0);

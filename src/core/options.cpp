@@ -145,6 +145,12 @@ metrale_context_options_t resolve_options(const metrale_context_options_t* given
       fail(METRALE_ERROR_INVALID_ARGUMENT,
            "opts->device is " + std::to_string(o.device) + ", a device ordinal is >= 0");
     }
+    if (o.trace_capacity > METRALE_TRACE_CAPACITY_MAX) {
+      fail(METRALE_ERROR_INVALID_ARGUMENT,
+           "opts->trace_capacity is " + std::to_string(o.trace_capacity) +
+               ", more than METRALE_TRACE_CAPACITY_MAX (" +
+               std::to_string(METRALE_TRACE_CAPACITY_MAX) + " entries)");
+    }
   }
 
   o.backend = backend_from_env(o.backend);

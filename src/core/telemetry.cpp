@@ -1,6 +1,18 @@
 #include "core/telemetry.hpp"
 
+#include "core/log.hpp"
+
 namespace metrale::core {
+
+void log_ring_drop(const char* what) noexcept {
+  try {
+    log().warn("the {} has no memory to grow: an entry was dropped, and later drops are not "
+               "logged (the call it recorded succeeded)",
+               what);
+  } catch (...) {
+    // No memory for the line either.
+  }
+}
 
 void Counters::snapshot(metrale_counters_t* out) const {
   auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };

@@ -37,21 +37,36 @@ struct Counters {
   void reset();
 };
 
-// A bounded ring keeping the newest `capacity` entries.
+// Logs a ring's first dropped entry (telemetry.cpp); never throws.
+void log_ring_drop(const char* what) noexcept;
+
+// A bounded ring keeping the newest `capacity` entries. It grows as entries
+// come (a large capacity costs nothing until used).
 template <class T>
 class Ring {
  public:
-  explicit Ring(size_t capacity) : capacity_(capacity) {}
+  Ring(const char* what, size_t capacity) : what_(what), capacity_(capacity) {}
 
-  void push(const T& e) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (capacity_ == 0) return;
-    if (items_.size() < capacity_) {
-      items_.push_back(e);
-    } else {
-      items_[head_] = e;
-      head_ = (head_ + 1) % capacity_;
+  // Keeps e, the oldest giving way once full. Never throws: the call an
+  // entry records has acted already (rule 1), so an entry that finds no
+  // memory to grow the ring is dropped, counted, and the first drop logged.
+  void push(const T& e) noexcept {
+    bool first_drop = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (capacity_ == 0) return;
+      if (items_.size() < capacity_) {
+        try {
+          items_.push_back(e);
+        } catch (...) {
+          first_drop = dropped_++ == 0;
+        }
+      } else {
+        items_[head_] = e;
+        head_ = (head_ + 1) % capacity_;
+      }
     }
+    if (first_drop) log_ring_drop(what_);
   }
   void clear() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -67,8 +82,10 @@ class Ring {
   }
 
  private:
+  const char* const what_;  // "launch trace", "kernel audit": for the log
   mutable std::mutex mutex_;
   size_t capacity_;
+  uint64_t dropped_ = 0;  // entries push found no memory for
   std::vector<T> items_;
   size_t head_ = 0;  // the oldest entry once the ring is full
 };
