@@ -128,6 +128,15 @@ void CachingPool::cover_if_not_capturing(StreamState& s) {
 Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId stream,
                                 bool release_cached_on_oom) {
   const size_t csize = chunk_size_for(size);
+  // What the chunk needs in host memory, before the driver's allocation:
+  // past it nothing throws, so a failed call never holds (or loses) a chunk
+  // (rule 1). The block stays on the spare list until the chunk is in.
+  auto chunk = std::make_unique<Chunk>();
+  if (spare_blocks_.empty()) {
+    spare_blocks_.reserve(spare_blocks_.size() + 1);
+    spare_blocks_.push_back(&block_storage_.emplace_back());
+  }
+  chunks_.reserve(chunks_.size() + 1);
   DevPtr base = src_.chunk_alloc(csize);
   size_t released = 0;
   if (base == 0 && !release_cached_on_oom) {
@@ -150,7 +159,6 @@ Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId 
              std::to_string(st_.reserved - st_.in_use) + " bytes cached and " +
              std::to_string(st_.in_use) + " bytes in use");
   }
-  auto chunk = std::make_unique<Chunk>();
   chunk->base = base;
   chunk->size = csize;
   chunk->small = small;
@@ -172,7 +180,18 @@ Block* CachingPool::fetch_chunk(size_t size, size_t bytes, bool small, StreamId 
 
 Block* CachingPool::split(Block* b, size_t size, StreamState& owner) {
   if (!should_split(b->size, size)) return b;
-  Block* r = new_block();
+  // Short of host memory for the rest's block or its index node, b goes
+  // out whole: the caller already took it, and a throw here would lose it
+  // (rule 1). The rest's block leaves the spare list once indexed.
+  if (spare_blocks_.empty()) {
+    try {
+      spare_blocks_.reserve(1);
+      spare_blocks_.push_back(&block_storage_.emplace_back());
+    } catch (const std::bad_alloc&) {
+      return b;  // (a deque node made before the failure is kept for later)
+    }
+  }
+  Block* r = spare_blocks_.back();
   r->ptr = b->ptr + size;
   r->size = b->size - size;
   r->chunk = b->chunk;
@@ -180,13 +199,20 @@ Block* CachingPool::split(Block* b, size_t size, StreamState& owner) {
   r->epoch = b->epoch;
   r->state = BlockState::FREE;
   r->pattern = rest_pattern_after_split(b->pattern, size);
+  try {
+    owner.index(b->chunk->small).insert(r);  // r's order: its ptr and size
+  } catch (const std::bad_alloc&) {
+    r->chunk = nullptr;
+    r->pattern = PatternRange{};
+    return b;
+  }
+  spare_blocks_.pop_back();
   b->pattern = head_pattern_after_split(b->pattern, size);
   r->prev = b;
   r->next = b->next;
   if (b->next != nullptr) b->next->prev = r;
   b->next = r;
   b->size = size;
-  owner.index(b->chunk->small).insert(r);
   return b;
 }
 
@@ -268,7 +294,7 @@ Block* CachingPool::allocate_held(size_t bytes, StreamId stream, bool capturing,
       owner = &mine;
     }
   }
-  // Nothing below throws except allocation failures of the index.
+  // Nothing below throws: split hands b out whole when short of memory.
   split(b, size, *owner);
   return hand_out(b, bytes, stream);
 }
@@ -320,6 +346,9 @@ void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
   // freeing stream, as torch does. Moving it to the freeing stream's cache
   // instead let a stream that only frees (a communication stream) collect
   // blocks nobody could merge: reserved memory grew with every step.
+  // Every step that may throw comes before the block changes, so a failed
+  // free leaves it handed out exactly as it was (rule 1).
+  StreamId added = 0;  // the freeing stream, a new use of the block
   if (stream != b->stream) {
     // A retired freeing stream (a call racing its destroy) ran all its work
     // before the retirement ended: complete, never kept, and never asked
@@ -327,19 +356,19 @@ void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
     const bool retired = retired_.count(stream) != 0;
     refuse_capturing_use(b, retired ? 0 : stream);  // before the block changes: CAPTURE acts on nothing
     if (!retired && std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) {
-      note_use_held(stream);  // may throw (a new state): the block is unchanged then
-      b->uses.push_back(stream);
+      state_for(stream);  // may throw (a new state): the block is unchanged then
+      added = stream;
     }
     stream = b->stream;
   }
-  // Whatever the owner wrote: only a checked range (the caller's word) stays.
-  b->pattern = pattern;
-  if (b->owners != nullptr) b->owners->count = 0;
-  if (b->uses.empty()) {
+  if (b->uses.empty() && added == 0) {
     // The common case: used on its own stream only, no event to record.
     // free_own_held's work, on `stream` as computed above (the same stream
     // here; written out so that a mistake above shows as a block cached on
     // the wrong stream rather than as a missing event).
+    // Whatever the owner wrote: only a checked range (the caller's word) stays.
+    b->pattern = pattern;
+    if (b->owners != nullptr) b->owners->count = 0;
     StreamState& owner = state_for(stream);
     release_counts(b);
     b->epoch = owner.next_epoch();
@@ -347,11 +376,18 @@ void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
     return;
   }
   refuse_capturing_use(b, 0);
-  b->uses.erase(std::remove(b->uses.begin(), b->uses.end(), stream), b->uses.end());
-  // Events first: a failing record leaves the block handed out, as before.
+  // An event on each stream that used the block but its own: room for them
+  // (and for their way back to the spares) first, then the events, then
+  // the block's place in pending_; a failing record or allocation gives the
+  // events back and leaves the block as it was.
+  size_t want = added != 0 ? 1 : 0;
+  for (StreamId u : b->uses) want += u != stream ? 1 : 0;
   std::vector<EventId> events;
+  events.reserve(want);
+  spare_events_.reserve(spare_events_.size() + want);
+  StreamState& owner = state_for(stream);
   try {
-    for (StreamId u : b->uses) {
+    auto record_on = [&](StreamId u) {
       EventId e;
       if (!spare_events_.empty()) {
         e = spare_events_.back();
@@ -359,14 +395,21 @@ void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
       } else {
         e = src_.event_create();
       }
-      events.push_back(e);
+      events.push_back(e);  // reserved: never throws
       src_.event_record(e, u);
+    };
+    for (StreamId u : b->uses) {
+      if (u != stream) record_on(u);
     }
+    if (added != 0) record_on(added);
+    if (!events.empty()) pending_.push_back(b);
   } catch (...) {
-    spare_events_.insert(spare_events_.end(), events.begin(), events.end());
+    spare_events_.insert(spare_events_.end(), events.begin(), events.end());  // reserved
     throw;
   }
-  StreamState& owner = state_for(stream);
+  if (added != 0) note_use_held(added);  // its state exists: never throws
+  b->pattern = pattern;
+  if (b->owners != nullptr) b->owners->count = 0;
   release_counts(b);
   b->uses.clear();
   b->epoch = owner.next_epoch();
@@ -376,7 +419,6 @@ void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
   } else {
     b->state = BlockState::PENDING;
     b->pending_events = std::move(events);
-    pending_.push_back(b);
     ++st_.blocks_pending;
   }
 }

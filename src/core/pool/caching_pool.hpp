@@ -221,6 +221,9 @@ class CachingPool {
   void refuse_capturing_use(const Block* b, StreamId also) const;
   Block* new_block();
   void recycle(Block* b);
+  // An event back to spare_events_; destroyed when the list cannot grow
+  // (short of host memory). Never throws.
+  void spare_event_held(EventId e) noexcept;
   Block* take_from_other_streams(size_t size, bool small, StreamId stream,
                                  StreamState** owner);
   // Frees since the last event on s get one now, unless s captures (an

@@ -40,10 +40,17 @@ class NodeRecycler {
     }
     return static_cast<T*>(::operator new(n * sizeof(T)));
   }
-  void deallocate(T* p, size_t n) {
+  // Never throws: the containers call it from erase, where an exception
+  // ends the process (std::terminate). Short of memory for the list, the
+  // node goes back to operator delete instead.
+  void deallocate(T* p, size_t n) noexcept {
     if (n == 1) {
-      spare_.push_back(p);
-      return;
+      try {
+        spare_.push_back(p);
+        return;
+      } catch (...) {
+        // Falls through: the node goes to operator delete below.
+      }
     }
     ::operator delete(p);
   }

@@ -50,47 +50,55 @@ bool CachingPool::settle(StreamId only) {
   std::vector<EventId> waits;
   {
     std::lock_guard<FastMutex> lock(mu_);
-    auto cover = [&](StreamId id, uint64_t serial, uint64_t epoch) {
-      if (src_.stream_capturing(id)) return;
-      EventId e = 0;
-      if (!spare_events_.empty()) {
-        e = spare_events_.back();
-        spare_events_.pop_back();
-      } else {
-        e = src_.event_create();
-      }
-      try {
-        src_.event_record(e, id);
-        covers.push_back({id, serial, epoch, e, false});
-      } catch (...) {
-        spare_events_.push_back(e);
-        throw;
-      }
-    };
-    if (only != 0) {
-      // A stream about to retire: all its work, uses of others' blocks too.
-      if (names_stream_held(only)) {
-        auto it = streams_.find(only);
-        if (it != streams_.end()) {
-          cover(only, it->second->serial(), it->second->free_count());
+    // Short of host memory at any step, the events made so far go back to
+    // the spares (or are destroyed): a failed call keeps none (rule 1).
+    try {
+      covers.reserve(only != 0 ? 1 : streams_.size());  // push_back below never throws
+      auto cover = [&](StreamId id, uint64_t serial, uint64_t epoch) {
+        if (src_.stream_capturing(id)) return;
+        EventId e = 0;
+        if (!spare_events_.empty()) {
+          e = spare_events_.back();
+          spare_events_.pop_back();
         } else {
-          cover(only, 0, 0);
+          e = src_.event_create();
         }
+        try {
+          src_.event_record(e, id);
+        } catch (...) {
+          spare_event_held(e);
+          throw;
+        }
+        covers.push_back({id, serial, epoch, e, false});
+      };
+      if (only != 0) {
+        // A stream about to retire: all its work, uses of others' blocks too.
+        if (names_stream_held(only)) {
+          auto it = streams_.find(only);
+          if (it != streams_.end()) {
+            cover(only, it->second->serial(), it->second->free_count());
+          } else {
+            cover(only, 0, 0);
+          }
+        }
+      } else {
+        for (auto& kv : streams_) {
+          StreamState& s = *kv.second;
+          if (s.ready_epoch(src_) != s.free_count()) cover(s.id(), s.serial(), s.free_count());
+        }
+        for (const Block* b : pending_) waits.insert(waits.end(), b->pending_events.begin(),
+                                                     b->pending_events.end());
       }
-    } else {
-      for (auto& kv : streams_) {
-        StreamState& s = *kv.second;
-        if (s.ready_epoch(src_) != s.free_count()) cover(s.id(), s.serial(), s.free_count());
-      }
-      for (const Block* b : pending_) waits.insert(waits.end(), b->pending_events.begin(),
-                                                   b->pending_events.end());
+    } catch (...) {
+      for (const Cover& c : covers) spare_event_held(c.event);
+      throw;
     }
   }
   // Every event goes back to the spares, waited for or not (a failed wait:
   // a lost device).
   auto give_back = [&] {
     std::lock_guard<FastMutex> lock(mu_);
-    for (const Cover& c : covers) spare_events_.push_back(c.event);
+    for (const Cover& c : covers) spare_event_held(c.event);
   };
   bool all = true;
   try {
@@ -107,10 +115,22 @@ bool CachingPool::settle(StreamId only) {
     if (c.waited && it != streams_.end() && it->second->serial() == c.serial) {
       it->second->mark_done(c.epoch);
     }
-    spare_events_.push_back(c.event);
+    spare_event_held(c.event);
   }
   promote_pending(false);
   return all;
+}
+
+void CachingPool::spare_event_held(EventId e) noexcept {
+  try {
+    spare_events_.push_back(e);
+  } catch (...) {
+    try {
+      src_.event_destroy(e);
+    } catch (...) {
+      // A lost device: nothing left to give back.
+    }
+  }
 }
 
 void CachingPool::settle_held() {
