@@ -368,7 +368,10 @@
  *      pointers, scans, poison and sweeps work on pooled blocks exactly as
  *      on driver allocations; an entry's reserved bytes are its block's
  *      size, so metrale_chunk_slack_bytes is the pool's real rounding.
- *      metrale_free_memory counts what the pool holds cached.
+ *      metrale_free_memory counts what the pool holds cached. Short of host
+ *      memory for the bookkeeping of a split, the pool hands a free block
+ *      out whole (its reserved bytes then exceed the usual rounding) rather
+ *      than fail an allocation it can serve.
  *    - Red zones: a pooled block's pad is filled on its stream, after the
  *      previous owner's work there; metrale_alloc also waits for that fill,
  *      so its memory may be used on any stream at once, as before. A
@@ -580,7 +583,9 @@ typedef struct metrale_trace_entry {
 /** One kernel lookup, found or not. Strings valid until context destroy.
  *  Past a per-context budget of names (rule 6), a failed lookup's module,
  *  function and file, and a found one's file, read "<name not kept: too
- *  many distinct lookup names>". */
+ *  many distinct lookup names>"; a name the library had no host memory to
+ *  copy reads "<name not kept: out of host memory>" (the lookup's outcome
+ *  stands). */
 typedef struct metrale_kernel_audit_entry {
   const char* module;
   const char* function;
@@ -1429,7 +1434,9 @@ int metrale_has_module(metrale_context_t* ctx, const char* name);
 
 /** Looks up module::func, caching it, and records the lookup (found or not)
  *  with the caller's site in the kernel audit. *kernel is owned by the
- *  context. NOT_FOUND for an unknown module or function. */
+ *  context. NOT_FOUND for an unknown module or function. A lookup that
+ *  fails with OUT_OF_MEMORY (no host memory to make it) is neither counted
+ *  (kernel_lookups, kernel_lookup_misses) nor recorded in the audit (rule 1). */
 metrale_status_t metrale_kernel_get_at(metrale_context_t* ctx, const char* module,
                                        const char* func, const char* file, int line,
                                        metrale_kernel_t** kernel);

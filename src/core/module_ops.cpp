@@ -26,27 +26,52 @@ void metrale_context::module_unload(const char* name) {
 
 bool metrale_context::has_module(const char* name) const { return modules_->has(name); }
 
+namespace {
+
+// What the kernel audit keeps of a name that could not be copied for want of
+// host memory: the lookup happened and is recorded all the same (rule 1: the
+// bookkeeping after the act cannot fail the call).
+constexpr const char* kNameNoMemory = "<name not kept: out of host memory>";
+
+template <class F>
+const char* kept_or_placeholder(F&& intern) noexcept {
+  try {
+    return intern();
+  } catch (...) {
+    return kNameNoMemory;
+  }
+}
+
+}  // namespace
+
 metrale_kernel* metrale_context::kernel_get(const char* module, const char* func,
                                             const char* file, int line) {
   fault_.check();
   if (file == nullptr) file = "<unknown>";
-  metrale::core::Counters::bump(counters_.kernel_lookups);
   metrale_kernel* k = nullptr;
   try {
     k = device([&] { return modules_->kernel(this, module, func, file, line); });
+  } catch (const std::bad_alloc&) {
+    throw;  // short of host memory: no lookup made, nothing counted (rule 1)
   } catch (...) {
     // The names of a failed lookup are the caller's to vary without end: the
     // audit keeps them only within a budget (the error message has them all).
+    metrale::core::Counters::bump(counters_.kernel_lookups);
     metrale::core::Counters::bump(counters_.kernel_lookup_misses);
-    audit_.push(metrale_kernel_audit_entry_t{strings_.intern_untrusted(module),
-                                             strings_.intern_untrusted(func), 0,
-                                             strings_.intern_untrusted(file), line});
+    audit_.push(metrale_kernel_audit_entry_t{
+        kept_or_placeholder([&] { return strings_.intern_untrusted(module); }),
+        kept_or_placeholder([&] { return strings_.intern_untrusted(func); }), 0,
+        kept_or_placeholder([&] { return strings_.intern_untrusted(file); }), line});
     throw;
   }
-  // Module and function name a kernel that exists; the file is the caller's
-  // text (a generated name per call must not grow the context for good).
-  audit_.push(metrale_kernel_audit_entry_t{strings_.intern(module), strings_.intern(func), 1,
-                                           strings_.intern_untrusted(file), line});
+  // Counted once found; module and function name a kernel that exists; the
+  // file is the caller's text (a generated name per call must not grow the
+  // context for good).
+  metrale::core::Counters::bump(counters_.kernel_lookups);
+  audit_.push(metrale_kernel_audit_entry_t{
+      kept_or_placeholder([&] { return strings_.intern(module); }),
+      kept_or_placeholder([&] { return strings_.intern(func); }), 1,
+      kept_or_placeholder([&] { return strings_.intern_untrusted(file); }), line});
   return k;
 }
 
