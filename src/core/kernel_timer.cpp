@@ -70,9 +70,12 @@ void KernelTimer::give_back(backend::Backend& b, EventHandle e) noexcept {
 
 void KernelTimer::push(StreamHandle s, size_t row, EventHandle start, EventHandle end) {
   std::lock_guard<std::mutex> lock(mutex_);
+  // The allocation first: a throw leaves the timer as it was (the caller
+  // gives the events and the reservation back).
+  queues_[s].push_back(Span{next_ticket_, row, start, end});
+  ++next_ticket_;
   --reserved_;
   ++queued_;
-  queues_[s].push_back(Span{next_ticket_++, row, start, end});
 }
 
 void KernelTimer::resolve_all(backend::Backend& b) {

@@ -51,7 +51,9 @@ class KernelTimer {
   EventHandle take_event(backend::Backend& b);
   // Returns an unused event to the idle list (destroyed when it is full).
   void give_back(backend::Backend& b, EventHandle e) noexcept;
-  // Turns a reservation into a pending span on stream s.
+  // Turns a reservation into a pending span on stream s. Short of memory it
+  // throws having changed nothing: the reservation and the events stay the
+  // caller's.
   void push(StreamHandle s, size_t row, EventHandle start, EventHandle end);
   // Waits for and resolves every span pushed before the call. Throws the
   // backend's error (the spans not resolved stay pending).

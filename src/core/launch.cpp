@@ -205,18 +205,24 @@ void metrale_context::launch_observed(metrale::core::KernelObj* kern, metrale_di
   }
 
   try {
-    if (packed) {
-      backend_->launch_packed(kern->func, dim(grid), dim(block), shared, st->handle, args,
-                              args_bytes);
-    } else {
-      backend_->launch(kern->func, dim(grid), dim(block), shared, st->handle, params);
+    try {
+      if (packed) {
+        backend_->launch_packed(kern->func, dim(grid), dim(block), shared, st->handle, args,
+                                args_bytes);
+      } else {
+        backend_->launch(kern->func, dim(grid), dim(block), shared, st->handle, params);
+      }
+    } catch (const Error& e) {
+      fail_launch(kern, e);
     }
-  } catch (const Error& e) {
-    if (timed) {
+  } catch (...) {
+    // Any failure, a backend short of host memory (std::bad_alloc) too: the
+    // start event goes back with its reservation (rule 1).
+    if (timed) {  // the launch failed: its timing start is undone
       timer_.give_back(*backend_, start);
       timer_.unreserve();
     }
-    fail_launch(kern, e);
+    throw;
   }
   counters_.launches.add();
   if (traced) trace_.push(entry);
@@ -226,6 +232,7 @@ void metrale_context::launch_observed(metrale::core::KernelObj* kern, metrale_di
     try {
       end = device([&] { return timer_.take_event(*backend_); });
       device([&] { backend_->event_record(end, st->handle); });
+      timer_.push(st->handle, row, start, end);  // changes nothing when it throws
     } catch (...) {
       // The kernel is launched, so the call succeeds and only its timing is
       // lost (a lost context is latched by device() for the next call).
@@ -233,9 +240,7 @@ void metrale_context::launch_observed(metrale::core::KernelObj* kern, metrale_di
       timer_.give_back(*backend_, start);
       timer_.unreserve();
       metrale::core::Counters::bump(counters_.timings_dropped);
-      timed = false;
     }
-    if (timed) timer_.push(st->handle, row, start, end);
   }
   if (opts_.debug_sync != 0 && !in_capture) {
     sync(st->handle, ("debug_sync after launch of " + std::string(kern->name)).c_str());
