@@ -30,8 +30,10 @@ void metrale_context::settle_streams_before_scan() {
       EventHandle ev = 0;
       try {
         if (settle_events_.empty()) ev = backend_->event_create(false);
-      } catch (const Error&) {
-        failed = std::current_exception();  // no event to wait with (out of memory)
+      } catch (...) {
+        // No event to wait with (out of device or host memory): the events
+        // recorded so far go back below, the scan fails having done nothing.
+        failed = std::current_exception();
         break;
       }
       if (ev == 0) {
@@ -51,6 +53,10 @@ void metrale_context::settle_streams_before_scan() {
         // context is the scan's error.
         if (e.status() != METRALE_ERROR_CONTEXT_LOST) continue;
         failed = std::current_exception();
+        break;
+      } catch (...) {
+        settle_events_.push_back(ev);  // reserved: cannot throw
+        failed = std::current_exception();  // short of host memory
         break;
       }
     }
