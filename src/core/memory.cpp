@@ -115,14 +115,34 @@ metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char
   }
   entry.reserved = reserved;
   entry.block = block;
-  // Bounds first: once on the ledger a concurrent sweep may take the entry,
-  // and its bounds removal must find something to remove.
-  if (bounds_) bounds_->add(ptr, {bytes, file, line});
-  {
+  bool bounded = false;
+  try {
+    // Bounds first: once on the ledger a concurrent sweep may take the entry,
+    // and its bounds removal must find something to remove.
+    if (bounds_) {
+      bounds_->add(ptr, {bytes, file, line});
+      bounded = true;
+    }
     std::lock_guard<metrale::core::FastMutex> lock(ledger_.mutex());
+    ledger_.record_locked(ptr, entry, file, line);  // throws: nothing recorded
     if (tk != nullptr) *tk = event_log_.ticket();
-    ledger_.record_locked(ptr, entry, file, line);
     count_alloc_held(bytes);
+  } catch (...) {
+    // Short of host memory for the bounds or the ledger entry: the memory
+    // goes back, a failed call keeps nothing (rule 1).
+    metrale::core::Region dropped{};
+    if (bounded) bounds_->take(ptr, &dropped);
+    try {
+      if (block != nullptr) {
+        chunk_source_->block_returned(ptr);
+        pool_->free(block);
+      } else {
+        backend_->mem_free(ptr);
+      }
+    } catch (...) {
+      // The caller needs the first error.
+    }
+    throw;
   }
   // should_log first: the arguments are strings built before the call.
   if (bytes >= kLargeAlloc && metrale::core::log().should_log(spdlog::level::debug)) {
