@@ -19,7 +19,7 @@
 #
 #   scripts/ci-extra.sh [main-build-dir]      (default: build)
 # Knobs: CI_EXTRA_SKIP="asan tsan valgrind fuzz mutate" (any subset), FUZZ_SECONDS
-# (default 60), TSAN_STRESS_OPS (default 50000), VALGRIND_STRESS_OPS (default 50000),
+# (default 45), TSAN_STRESS_OPS (default 50000), VALGRIND_STRESS_OPS (default 50000),
 # MUTATE_ALL=1 (every mutation, not only the ci tier: by hand, ~2x longer).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -64,7 +64,7 @@ build_suites() {
   # (tests/lib*.so: modules a suite loads, e.g. the fake NVTX tool;
   # tests/write_report: the program multi_merge_ledger_reports runs)
   targets=$(ninja -C "$1" -t targets all |
-    sed -n 's/^\(tests\/test_[a-z_]*\|tests\/lib[a-z_]*\.so\|tests\/write_report\|libmetrale_gpu\.so[.0-9]*\): .*/\1/p' |
+    sed -n 's/^\(tests\/test_[a-z0-9_]*\|tests\/lib[a-z0-9_]*\.so\|tests\/write_report\|libmetrale_gpu\.so[.0-9]*\): .*/\1/p' |
     grep -E "^lib|^tests/lib|^tests/write_report|^tests/test_(${2:-.*})\$")
   # shellcheck disable=SC2086
   ninja -C "$1" -j "$jobs" $targets >/dev/null
@@ -136,9 +136,9 @@ if ! skipped valgrind; then
 fi
 
 if ! skipped fuzz; then
-  step "fuzz pass (${FUZZ_SECONDS:-60} s)"
+  step "fuzz pass (${FUZZ_SECONDS:-45} s)"
   if command -v clang++ >/dev/null &&
-      setup_once build-fuzz-pass fuzz -Dseconds="${FUZZ_SECONDS:-60}"; then
+      setup_once build-fuzz-pass fuzz -Dseconds="${FUZZ_SECONDS:-45}"; then
     run_tests build-fuzz-pass testlog
   else
     echo "ci-extra: clang++ or the fuzz project setup is missing" >&2
