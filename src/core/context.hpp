@@ -371,6 +371,10 @@ struct metrale_context {
       const metrale::core::KernelObj* kern, const void* args, size_t args_bytes, bool packed);
   [[noreturn, gnu::cold, gnu::noinline]] void fail_launch(const metrale::core::KernelObj* kern,
                                                           const metrale::Error& e);
+  // The backend's launch, its failure named by fail_launch (launch.cpp only).
+  void launch_on_backend(const metrale::core::KernelObj* kern, metrale_dim3_t grid,
+                         metrale_dim3_t block, uint32_t shared, metrale::core::StreamObj* st,
+                         void** params, const void* args, size_t args_bytes, bool packed);
   void launch_observed(metrale::core::KernelObj* kern, metrale_dim3_t grid, metrale_dim3_t block,
                        uint32_t shared, metrale::core::StreamObj* st, void** params,
                        const void* args, size_t args_bytes, bool packed);

@@ -128,6 +128,25 @@ void metrale_context::fail_launch(const metrale::core::KernelObj* kern, const Er
                           ") failed: ");
 }
 
+// The backend's launch, packed or not. Not through device(): the latch
+// must get the message naming the kernel. Inline into both launch paths
+// (the hot one's code stays one contiguous stretch, see below).
+[[gnu::always_inline]] inline void metrale_context::launch_on_backend(
+    const metrale::core::KernelObj* kern, metrale_dim3_t grid, metrale_dim3_t block,
+    uint32_t shared, metrale::core::StreamObj* st, void** params, const void* args,
+    size_t args_bytes, bool packed) {
+  try {
+    if (packed) {
+      backend_->launch_packed(kern->func, dim(grid), dim(block), shared, st->handle, args,
+                              args_bytes);
+    } else {
+      backend_->launch(kern->func, dim(grid), dim(block), shared, st->handle, params);
+    }
+  } catch (const Error& e) {
+    fail_launch(kern, e);
+  }
+}
+
 // The common case (no trace, no timing, no debug_sync) is the checks, the
 // backend call and one counter: no trace entry is built or zeroed, nothing is
 // locked. Anything on goes through launch_observed.
@@ -150,17 +169,7 @@ void metrale_context::fail_launch(const metrale::core::KernelObj* kern, const Er
     launch_observed(kern, grid, block, shared, st, params, args, args_bytes, packed);
     return;
   }
-  // Not through device(): the latch must get the message naming the kernel.
-  try {
-    if (packed) {
-      backend_->launch_packed(kern->func, dim(grid), dim(block), shared, st->handle, args,
-                              args_bytes);
-    } else {
-      backend_->launch(kern->func, dim(grid), dim(block), shared, st->handle, params);
-    }
-  } catch (const Error& e) {
-    fail_launch(kern, e);
-  }
+  launch_on_backend(kern, grid, block, shared, st, params, args, args_bytes, packed);
   counters_.launches.add();
 }
 
@@ -205,16 +214,7 @@ void metrale_context::launch_observed(metrale::core::KernelObj* kern, metrale_di
   }
 
   try {
-    try {
-      if (packed) {
-        backend_->launch_packed(kern->func, dim(grid), dim(block), shared, st->handle, args,
-                                args_bytes);
-      } else {
-        backend_->launch(kern->func, dim(grid), dim(block), shared, st->handle, params);
-      }
-    } catch (const Error& e) {
-      fail_launch(kern, e);
-    }
+    launch_on_backend(kern, grid, block, shared, st, params, args, args_bytes, packed);
   } catch (...) {
     // Any failure, a backend short of host memory (std::bad_alloc) too: the
     // start event goes back with its reservation (rule 1).

@@ -91,6 +91,20 @@ metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char
                 e.driver_code());
   }
   if (reserved < bytes + pad) reserved = bytes + pad;  // a backend that reports less
+  // A failed fill or record gives the memory back: a failed call keeps
+  // nothing (rule 1). Its own error is dropped: the caller needs the first.
+  const auto give_back = [&]() noexcept {
+    try {
+      if (block != nullptr) {
+        chunk_source_->block_returned(ptr);
+        pool_->free(block);
+      } else {
+        backend_->mem_free(ptr);
+      }
+    } catch (...) {
+      // The first error is the one the caller needs.
+    }
+  };
   if (pad > 0) {
     try {
       if (pooled) {
@@ -100,16 +114,7 @@ metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char
         device([&] { backend_->pattern_fill(&zone, 1, METRALE_REDZONE_PATTERN); });
       }
     } catch (...) {
-      try {
-        if (block != nullptr) {
-          chunk_source_->block_returned(ptr);
-          pool_->free(block);
-        } else {
-          backend_->mem_free(ptr);
-        }
-      } catch (...) {
-        // The fill's error is the one the caller needs.
-      }
+      give_back();
       throw;
     }
   }
@@ -132,16 +137,7 @@ metrale_context::DevPtr metrale_context::alloc_unlogged(size_t bytes, const char
     // goes back, a failed call keeps nothing (rule 1).
     metrale::core::Region dropped{};
     if (bounded) bounds_->take(ptr, &dropped);
-    try {
-      if (block != nullptr) {
-        chunk_source_->block_returned(ptr);
-        pool_->free(block);
-      } else {
-        backend_->mem_free(ptr);
-      }
-    } catch (...) {
-      // The caller needs the first error.
-    }
+    give_back();
     throw;
   }
   // should_log first: the arguments are strings built before the call.
