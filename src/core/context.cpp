@@ -295,13 +295,17 @@ void metrale_context::fail_after_probe(const Error& e, const std::string& what) 
 // INVALID_ARGUMENT when it would deadlock with a host kernel on another
 // thread) did nothing and moves no counter (rule 1).
 void metrale_context::sync(StreamHandle h, const char* what) {
+  sync_uncounted(h, what);
+  metrale::core::Counters::bump(counters_.stream_syncs);
+}
+
+void metrale_context::sync_uncounted(StreamHandle h, const char* what) {
   try {
     backend_->stream_synchronize(h);
   } catch (const Error& e) {
     if (e.status() == METRALE_ERROR_CAPTURE) throw;
     fail_after_probe(e, std::string(what) + ": ");
   }
-  metrale::core::Counters::bump(counters_.stream_syncs);
 }
 
 void metrale_context::check_range(DevPtr p, size_t bytes, const char* what) const {

@@ -276,6 +276,16 @@ struct metrale_context {
   void log_scan(const std::vector<Found>& found) {
     if (event_log_.on()) log_scan_slow(found);
   }
+  // The same once the scan has committed: a line lost for want of memory
+  // is the event log's loss, not the scan's failure.
+  template <class Found>
+  void log_scan_quietly(const std::vector<Found>& found) noexcept {
+    try {
+      log_scan(found);
+    } catch (...) {
+      // Lost: the scan's result stands.
+    }
+  }
   void log_scan_slow(const std::vector<metrale_redzone_violation_t>& found);
   void log_scan_slow(const std::vector<metrale_use_after_free_t>& found);
   metrale::core::EventPoolState event_pool_state() const;
@@ -324,7 +334,11 @@ struct metrale_context {
   [[noreturn]] void fail_after_probe(const metrale::Error& e, const std::string& what);
   // backend stream_synchronize, counted, faults probed.
   void sync(StreamHandle h, const char* what);
-  void settle_streams_before_scan();
+  // The same, not counted: a scan counts its waits once it cannot fail.
+  void sync_uncounted(StreamHandle h, const char* what);
+  // Waits for the work of every stream not capturing; returns how many it
+  // waited for, which the caller counts (stream_syncs) once it cannot fail.
+  size_t settle_streams_before_scan();
   // A pad the red-zone pass found with bytes other than the pattern: its
   // range and owner at the snapshot, and the bad bytes the device counted.
   struct DirtyPad {
@@ -333,7 +347,7 @@ struct metrale_context {
     uint32_t bad_bytes;
   };
   std::vector<DirtyPad> find_dirty_pads();  // redzone.cpp; inside a ScanPass
-  void find_scan_violations(std::vector<metrale_redzone_violation_t>* found,
+  size_t find_scan_violations(std::vector<metrale_redzone_violation_t>* found,
                             std::vector<uint64_t>* live_reported);  // redzone.cpp
   // Host kernels calling back in (reentry.cpp): INVALID_ARGUMENT when this
   // thread runs work of stream h (a wait on h would wait for the kernel
@@ -422,13 +436,18 @@ struct metrale_context {
  public:
   void quarantine_scan(metrale_use_after_free_t* out, size_t cap, size_t* count);
   // Violations for metrale_redzone_scan (first_bad_offset from ptr).
-  void quarantine_violations(std::vector<metrale_redzone_violation_t>* found);
+  // Reports the quarantine's findings into *found; the seqs of its pads
+  // found overwritten into *reported (the scan notes them once it cannot fail).
+  // Returns the streams it waited for (uncounted).
+  size_t quarantine_violations(std::vector<metrale_redzone_violation_t>* found,
+                               std::vector<uint64_t>* reported);
   size_t quarantined_bytes() const { return quarantine_ ? quarantine_->bytes() : 0; }
  private:
   // Writes into quarantined buffers; with pads non-null also overwritten
   // pads of quarantined blocks (not reported before), for the red-zone scan.
+  // Adds the streams it waited for to *waits, for the caller to count.
   std::vector<metrale_use_after_free_t> find_use_after_free(
-      std::vector<metrale_redzone_violation_t>* pads = nullptr);
+      size_t* waits, std::vector<metrale_redzone_violation_t>* pads = nullptr);
   // At the destroy, before the quarantine empties: writes into quarantined
   // buffers logged at error level (and to the event log), as a scan would.
   void check_quarantine_at_destroy();
@@ -482,10 +501,17 @@ struct metrale_context {
     StreamHandle until;   // released when this stream's capture closes
     const char* free_file = nullptr;  // the free's site (the ledger's copy), for reports
     int free_line = 0;
+    // Its release failed (short of memory): tried again at every later
+    // release_deferred, once per call (retry_round names the last try).
+    bool retry = false;
+    uint64_t retry_round = 0;
   };
   void defer_free(DevPtr ptr, const metrale::core::LedgerEntry& e, StreamHandle on,
                   const char* file, int line);
+  // Releases the frees waiting for h's capture (h = 0: only those whose
+  // release failed before, short of memory, which every call tries again).
   void release_deferred(StreamHandle h) noexcept;
+  void requeue_deferred(DeferredFree d, uint64_t round, const char* why) noexcept;
   void retarget_deferred(StreamHandle gone);  // `gone` is being destroyed
   // The end of a stream's destroy (stream_retire.cpp): the pool retires the
   // handle, then the backend destroys it (owns_backend). With red zones on
@@ -653,6 +679,10 @@ struct metrale_context {
   void release_all_intact(const std::vector<metrale::core::PendingPad>& ready) noexcept;
   void report_freed_pads(const std::vector<FreedPadReport>& reports);
   static std::string freed_pad_message(const FreedPadReport& r);
+  // A scan's REDZONE_CORRUPTED message for `found` (sorted, not empty);
+  // *stop_reuse: its first is a block reused unchecked.
+  std::string scan_failure_text(const std::vector<metrale_redzone_violation_t>& found,
+                                const std::vector<FreedPadReport>& freed, bool* stop_reuse);
   std::vector<FreedPadReport> take_freed_reports();
   // A scan that failed after taking them gives them back, oldest first.
   void put_back_freed_reports(std::vector<FreedPadReport>&& taken) noexcept;
@@ -728,6 +758,7 @@ struct metrale_context {
   std::atomic<int> captures_open_{0};
   std::mutex deferred_mutex_;
   std::vector<DeferredFree> deferred_;
+  uint64_t deferred_round_ = 0;  // release_deferred's calls (deferred_mutex_)
   // The caching pool (opts_.pool); destroyed before the streams it orders.
   std::unique_ptr<metrale::core::pool::BackendChunkSource> chunk_source_;
   std::unique_ptr<metrale::core::pool::CachingPool> pool_;

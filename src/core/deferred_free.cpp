@@ -36,42 +36,71 @@ void metrale_context::retarget_deferred(StreamHandle gone) {
 }
 
 void metrale_context::release_deferred(StreamHandle h) noexcept {
-  std::vector<DeferredFree> mine;
+  // One entry at a time, taken out in place: a list of them would be an
+  // allocation here, where nothing may throw (the capture is over).
+  uint64_t round = 0;
   {
     std::lock_guard<std::mutex> lock(deferred_mutex_);
-    for (size_t i = 0; i < deferred_.size();) {
-      if (deferred_[i].until == h) {
-        mine.push_back(deferred_[i]);
-        deferred_[i] = deferred_.back();
-        deferred_.pop_back();
-      } else {
-        ++i;
-      }
-    }
+    round = ++deferred_round_;
   }
-  for (DeferredFree& d : mine) {
+  const auto due = [&](const DeferredFree& d) {
+    return d.retry ? d.retry_round != round : (h != 0 && d.until == h);
+  };
+  for (;;) {
+    DeferredFree d{};
+    {
+      std::lock_guard<std::mutex> lock(deferred_mutex_);
+      size_t i = 0;
+      while (i < deferred_.size() && !due(deferred_[i])) ++i;
+      if (i == deferred_.size()) return;
+      d = deferred_[i];
+      deferred_[i] = deferred_.back();
+      deferred_.pop_back();
+    }
     try {
       // Marked (record_stream) on another stream that is still capturing:
       // freeing now would be CAPTURE and lose the block. It waits for that
-      // capture instead. Checked and queued under one lock: that capture's
-      // own release (note_capture_closed) closes it first and takes this
-      // lock after, so it either finds the entry or the check sees it closed.
+      // capture instead (never this one again: its until is `busy`).
+      // Checked and queued under one lock: that capture's own release
+      // (note_capture_closed) closes it first and takes this lock after,
+      // so it either finds the entry or the check sees it closed.
       if (d.entry.block != nullptr) {
         std::lock_guard<std::mutex> lock(deferred_mutex_);
         const StreamHandle busy = capturing_user_held(d.entry, d.stream);
         if (busy != 0 && busy != h) {
           d.until = busy;
-          deferred_.push_back(d);
+          d.retry = false;
+          deferred_.push_back(d);  // the room this entry left
           continue;
         }
       }
       release_memory(d.ptr, d.entry, d.stream, d.free_file, d.free_line);
     } catch (const std::exception& ex) {
-      metrale::core::log().debug("freeing {} after its capture closed failed: {}", hex(d.ptr),
-                                 ex.what());
+      requeue_deferred(d, round, ex.what());
     } catch (...) {
-      metrale::core::log().debug("freeing {} after its capture closed failed", hex(d.ptr));
+      requeue_deferred(d, round, "unknown error");
     }
+  }
+}
+
+// A release that failed (short of memory for the free's event): the block
+// stays the free's, kept for the next release_deferred, not lost.
+void metrale_context::requeue_deferred(DeferredFree d, uint64_t round, const char* why) noexcept {
+  if (!d.retry) {
+    metrale::core::log().warn("freeing {} after its capture closed failed ({}); tried again at "
+                              "the next capture end or pool trim",
+                              hex(d.ptr), why);
+  }
+  d.retry = true;
+  d.retry_round = round;
+  d.until = 0;
+  try {
+    std::lock_guard<std::mutex> lock(deferred_mutex_);
+    deferred_.push_back(d);  // the room this entry left, unless another took it
+  } catch (...) {
+    metrale::core::log().warn("freeing {} after its capture closed failed, and its memory "
+                              "stays unusable until the context is destroyed",
+                              hex(d.ptr));
   }
 }
 

@@ -75,9 +75,19 @@ bool PadVerifyQueue::bound_met() const {
   return !held_.empty() && (held_.size() >= limits_.count || bytes_ >= limits_.bytes);
 }
 
-void PadVerifyQueue::note_reported(uint64_t seq) {
+void PadVerifyQueue::note_reported(const std::vector<uint64_t>& seqs) {
+  if (seqs.empty()) return;
+  std::vector<char> fresh(seqs.size(), 0);  // which this call added (before any change)
   std::lock_guard<std::mutex> lock(reported_mutex_);
-  reported_.insert(seq);
+  size_t done = 0;
+  try {
+    for (; done < seqs.size(); ++done) fresh[done] = reported_.insert(seqs[done]).second;
+  } catch (...) {
+    // All or none: a scan that fails marks nothing.
+    for (size_t i = 0; i < done; ++i)
+      if (fresh[i] != 0) reported_.erase(seqs[i]);
+    throw;
+  }
   reported_count_.store(reported_.size(), std::memory_order_relaxed);
 }
 

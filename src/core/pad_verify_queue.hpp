@@ -103,8 +103,9 @@ class PadVerifyQueue {
   bool bound_met() const;
 
   // Allocations (by seq) whose pad a scan reported while they were live:
-  // their free's check does not report the same overrun again.
-  void note_reported(uint64_t seq);
+  // their free's check does not report the same overrun again. All or none
+  // noted (a failure short of memory notes nothing).
+  void note_reported(const std::vector<uint64_t>& seqs);
   // Whether any seq is noted (one relaxed load: the reuse path asks first).
   bool any_reported() const { return reported_count_.load(std::memory_order_relaxed) != 0; }
   // metrale_redzone_poison repaired the pads of these live allocations: a

@@ -63,6 +63,8 @@ size_t metrale_context::pool_trim(size_t keep_bytes) {
   fault_.check();
   // Streams whose retirement a wait cycle put off: their blocks may go now.
   drain_retirements();
+  // Frees a capture's end could not release for want of memory.
+  if (pool_) release_deferred(0);
   // Blocks waiting for their red-zone check first (those reused unchecked
   // too): checked, they are cached.
   flush_unchecked_pads();

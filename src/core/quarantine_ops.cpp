@@ -228,7 +228,7 @@ void metrale_context::release_quarantined(const metrale::core::QuarantineList& o
 // allocated until the pass ends), and a block is reported only when it is
 // still quarantined after its bytes were read back.
 std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free(
-    std::vector<metrale_redzone_violation_t>* pads) {
+    size_t* waits, std::vector<metrale_redzone_violation_t>* pads) {
   std::vector<metrale_use_after_free_t> found;
   if (!quarantine_ || quarantine_->bytes() == 0) return found;
   auto release = [this](const std::vector<metrale::core::ScanFence::Released>& held) {
@@ -241,7 +241,10 @@ std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free(
   fill_waiting_quarantined(&filled_on);
   std::sort(filled_on.begin(), filled_on.end());
   filled_on.erase(std::unique(filled_on.begin(), filled_on.end()), filled_on.end());
-  for (StreamHandle h : filled_on) sync(h, "quarantine scan");
+  for (StreamHandle h : filled_on) {
+    sync_uncounted(h, "quarantine scan");
+    ++*waits;
+  }
   const std::vector<QuarantinedBlock> held = quarantine_->snapshot();
   if (held.empty()) return found;
   std::vector<Range> ranges;
@@ -268,7 +271,8 @@ std::vector<metrale_use_after_free_t> metrale_context::find_use_after_free(
     }
     bytes.assign(n, 0);
     device([&] { backend_->copy_d2h_async(bytes.data(), from, n, default_stream_->handle); });
-    sync(default_stream_->handle, "quarantine scan");
+    sync_uncounted(default_stream_->handle, "quarantine scan");
+    ++*waits;
   };
   if (pads != nullptr) quarantined_pads(held, read_back, &bytes, pads);
   for (size_t k = 0; k < checked.size(); ++k) {
@@ -297,8 +301,9 @@ void metrale_context::quarantine_scan(metrale_use_after_free_t* out, size_t cap,
   refuse_in_any_work("metrale_quarantine_scan");
   *count = 0;
   if (!quarantine_ || quarantine_->bytes() == 0) return;
-  settle_streams_before_scan();
-  const std::vector<metrale_use_after_free_t> found = find_use_after_free();
+  size_t waits = settle_streams_before_scan();
+  const std::vector<metrale_use_after_free_t> found = find_use_after_free(&waits);
+  metrale::core::Counters::bump(counters_.stream_syncs, waits);
   for (size_t i = 0; i < found.size() && i < cap; ++i) out[i] = found[i];
   *count = found.size();
   log_scan(found);
@@ -310,12 +315,13 @@ void metrale_context::quarantine_scan(metrale_use_after_free_t* out, size_t cap,
 
 void metrale_context::check_quarantine_at_destroy() {
   if (!quarantine_ || quarantine_->bytes() == 0) return;
-  settle_streams_before_scan();
+  size_t waits = settle_streams_before_scan();
   // With the pool off no freed-pad check follows (a driver block leaves the
   // quarantine unchecked): the pads of the blocks still held are read here.
   std::vector<metrale_redzone_violation_t> pads;
   const std::vector<metrale_use_after_free_t> found =
-      find_use_after_free(pool_ ? nullptr : &pads);
+      find_use_after_free(&waits, pool_ ? nullptr : &pads);
+  metrale::core::Counters::bump(counters_.stream_syncs, waits);
   for (const metrale_use_after_free_t& u : found) {
     metrale::core::log().error("freed block written after its free (found at the context's "
                                "destroy): {}",
@@ -384,14 +390,16 @@ void metrale_context::quarantined_pads(const std::vector<QuarantinedBlock>& held
                                                      &v.first_bad_offset, &v.found);
     // Not counted in pads_overwritten here: the block's check of freed
     // pads, when it leaves the quarantine, reads the pad and counts it.
-    pad_verify_.note_reported(q.entry.seq);
+    // Noted as reported by the scan, once it cannot fail.
     found->push_back(v);
   }
 }
 
-void metrale_context::quarantine_violations(std::vector<metrale_redzone_violation_t>* found) {
+size_t metrale_context::quarantine_violations(std::vector<metrale_redzone_violation_t>* found,
+                                             std::vector<uint64_t>* reported) {
   std::vector<metrale_redzone_violation_t> pads;
-  for (const metrale_use_after_free_t& u : find_use_after_free(&pads)) {
+  size_t waits = 0;
+  for (const metrale_use_after_free_t& u : find_use_after_free(&waits, &pads)) {
     metrale_redzone_violation_t v{};
     v.ptr = u.ptr;
     v.bytes = u.bytes;
@@ -405,4 +413,6 @@ void metrale_context::quarantine_violations(std::vector<metrale_redzone_violatio
     found->push_back(v);
   }
   found->insert(found->end(), pads.begin(), pads.end());
+  for (const metrale_redzone_violation_t& v : pads) reported->push_back(v.seq);
+  return waits;
 }

@@ -62,10 +62,11 @@ std::vector<metrale_context::DirtyPad> metrale_context::find_dirty_pads() {
 
 // The live pads found overwritten and the quarantine's findings, for
 // redzone_scan; throws (CAPTURE, a device error) with nothing marked.
-void metrale_context::find_scan_violations(std::vector<metrale_redzone_violation_t>* found,
-                                           std::vector<uint64_t>* live_reported) {
+// Returns the streams it waited for, for the caller to count.
+size_t metrale_context::find_scan_violations(std::vector<metrale_redzone_violation_t>* found,
+                                             std::vector<uint64_t>* live_reported) {
   // Before the pass opens: frees are not held back while streams drain.
-  settle_streams_before_scan();
+  size_t waits = settle_streams_before_scan();
   {
     auto release = [this](const std::vector<metrale::core::ScanFence::Released>& held) {
       free_held(held);
@@ -94,7 +95,8 @@ void metrale_context::find_scan_violations(std::vector<metrale_redzone_violation
       device([&] {
         backend_->copy_d2h_async(pad_bytes.data(), zone.ptr, zone.bytes, default_stream_->handle);
       });
-      sync(default_stream_->handle, "red-zone scan");
+      sync_uncounted(default_stream_->handle, "red-zone scan");
+      ++waits;
       // Live for the whole scan, or not reported: a free during the read
       // back means the bytes may already belong to the caller's next use.
       if (!ledger_.lookup_seq(d.owner.ptr, d.owner.seq, &e)) continue;
@@ -113,7 +115,7 @@ void metrale_context::find_scan_violations(std::vector<metrale_redzone_violation
     }
   }
   // Writes into freed, quarantined blocks (a pass of its own).
-  quarantine_violations(found);
+  return waits + quarantine_violations(found, live_reported);
 }
 
 // Exact under concurrent alloc and free (rule 4 in the header): the pads
@@ -134,58 +136,73 @@ void metrale_context::redzone_scan(metrale_redzone_violation_t* out, size_t cap,
   std::vector<FreedPadReport> freed = take_freed_reports();
   std::vector<metrale_redzone_violation_t> found;
   std::vector<uint64_t> live_reported;  // marked once this call reports them
+  std::string message;  // the failure's, when something was found
+  bool stop_reuse = false;
+  bool committed = false;
   try {
     if (ledger_.pad_count() == 0 && quarantined_bytes() == 0 && freed.empty()) return;
-    find_scan_violations(&found, &live_reported);
+    const size_t waits = find_scan_violations(&found, &live_reported);
+    // Pads of blocks freed since the last scan, found by the batch checks.
+    found.reserve(found.size() + freed.size());
+    for (const FreedPadReport& r : freed) found.push_back(r.v);
+    std::sort(found.begin(), found.end(),
+              [](const auto& a, const auto& b) { return a.seq < b.seq; });
+    if (!found.empty()) message = scan_failure_text(found, freed, &stop_reuse);
+    // What may run out of memory is done: the error to throw is made now
+    // (throwing a copy allocates nothing), then the scan commits. Their
+    // frees' checks stay quiet about what this call reports (all or none
+    // marked), and the waits count (rule 1).
+    const metrale::Error corrupted(METRALE_ERROR_REDZONE_CORRUPTED, std::move(message));
+    pad_verify_.note_reported(live_reported);
+    committed = true;
+    metrale::core::Counters::bump(counters_.stream_syncs, waits);
+    for (size_t i = 0; i < found.size() && i < cap; ++i) out[i] = found[i];
+    *count = found.size();
+    log_scan_quietly(found);
+    if (found.empty()) return;
+    if (stop_reuse) stop_pad_reuse("a scan found an overwritten pad on a reused block");
+    throw corrupted;
   } catch (...) {
     // A failed scan reports nothing: the next one reports what this took.
-    put_back_freed_reports(std::move(freed));
+    if (!committed) put_back_freed_reports(std::move(freed));
     throw;
   }
-  // Their frees' checks stay quiet about what this call reports.
-  for (uint64_t seq : live_reported) pad_verify_.note_reported(seq);
-  // Pads of blocks freed since the last scan, found by the batch checks.
-  for (const FreedPadReport& r : freed) found.push_back(r.v);
-  std::sort(found.begin(), found.end(),
-            [](const auto& a, const auto& b) { return a.seq < b.seq; });
-  for (size_t i = 0; i < found.size() && i < cap; ++i) out[i] = found[i];
-  *count = found.size();
-  log_scan(found);
-  if (!found.empty()) {
-    const auto& v = found.front();
-    // Overwritten before its free: the message names the free's site too.
-    for (const FreedPadReport& r : freed) {
-      if (r.v.ptr == v.ptr && r.v.seq == v.seq) {
-        fail(METRALE_ERROR_REDZONE_CORRUPTED,
-             metrale::core::plural(found.size(), "red-zone pad") + " overwritten; first: " +
-                 freed_pad_message(r));
-      }
+}
+
+// The message of a scan that found `found` (sorted by seq; not empty).
+// *stop_reuse: the first is a block reused unchecked, whose reuse stops.
+std::string metrale_context::scan_failure_text(
+    const std::vector<metrale_redzone_violation_t>& found,
+    const std::vector<FreedPadReport>& freed, bool* stop_reuse) {
+  const auto& v = found.front();
+  // Overwritten before its free: the message names the free's site too.
+  for (const FreedPadReport& r : freed) {
+    if (r.v.ptr == v.ptr && r.v.seq == v.seq) {
+      return metrale::core::plural(found.size(), "red-zone pad") + " overwritten; first: " +
+             freed_pad_message(r);
     }
-    // Its tag (core/tags.hpp) when it is still live (a quarantined block is not).
-    metrale::core::LedgerEntry first;
-    const char* tag = ledger_.lookup_seq(v.ptr, v.seq, &first)
-                          ? metrale::core::tags::name(first.tag)
-                          : nullptr;
-    // A quarantined buffer written after its free: the offset is within it.
-    const bool after_free = v.expected == METRALE_QUARANTINE_PATTERN;
-    // A block reused unchecked: its earlier owners may have written the pad.
-    const std::string earlier = after_free ? std::string() : live_pad_earlier_owners(v.ptr, v.seq);
-    if (!earlier.empty()) stop_pad_reuse("a scan found an overwritten pad on a reused block");
-    fail(METRALE_ERROR_REDZONE_CORRUPTED,
-         (after_free ? metrale::core::plural(found.size(), "red-zone violation")
-                     : metrale::core::plural(found.size(), "red-zone pad") + " overwritten") +
-             "; first: " + metrale::core::hex(v.ptr) + " (" + std::to_string(v.bytes) +
-             " bytes, seq " + std::to_string(v.seq) +
-             (tag != nullptr ? ", tag " + std::string(tag) : "") + ") from " +
-             metrale::core::site_text(v.file, v.line) +
-             (after_free ? ": written after its free (quarantined), " +
-                               std::to_string(v.bad_bytes) + " bytes changed, "
-                         : ": " + std::to_string(v.bad_bytes) + " bad bytes, ") +
-             metrale::core::first_bad_text(v.first_bad_offset,
-                                           after_free ? " of the buffer" : " past the end",
-                                           v.expected, v.found) +
-             (earlier.empty() ? std::string() : "; written by it " + earlier));
   }
+  // Its tag (core/tags.hpp) when it is still live (a quarantined block is not).
+  metrale::core::LedgerEntry first;
+  const char* tag =
+      ledger_.lookup_seq(v.ptr, v.seq, &first) ? metrale::core::tags::name(first.tag) : nullptr;
+  // A quarantined buffer written after its free: the offset is within it.
+  const bool after_free = v.expected == METRALE_QUARANTINE_PATTERN;
+  // A block reused unchecked: its earlier owners may have written the pad.
+  const std::string earlier = after_free ? std::string() : live_pad_earlier_owners(v.ptr, v.seq);
+  *stop_reuse = !earlier.empty();
+  return (after_free ? metrale::core::plural(found.size(), "red-zone violation")
+                     : metrale::core::plural(found.size(), "red-zone pad") + " overwritten") +
+         "; first: " + metrale::core::hex(v.ptr) + " (" + std::to_string(v.bytes) + " bytes, seq " +
+         std::to_string(v.seq) + (tag != nullptr ? ", tag " + std::string(tag) : "") + ") from " +
+         metrale::core::site_text(v.file, v.line) +
+         (after_free ? ": written after its free (quarantined), " + std::to_string(v.bad_bytes) +
+                           " bytes changed, "
+                     : ": " + std::to_string(v.bad_bytes) + " bad bytes, ") +
+         metrale::core::first_bad_text(v.first_bad_offset,
+                                       after_free ? " of the buffer" : " past the end", v.expected,
+                                       v.found) +
+         (earlier.empty() ? std::string() : "; written by it " + earlier);
 }
 
 void metrale_context::redzone_poison(uint64_t lo, uint64_t hi) {

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/error.hpp"
@@ -40,29 +41,59 @@ class SlotTable {
   SlotTable(const SlotTable&) = delete;
   SlotTable& operator=(const SlotTable&) = delete;
 
+  // A slot taken ahead of its object, for a call that must know it can
+  // publish before it acts (rule 1: graph_end_capture takes its slot before
+  // the backend ends the capture). insert(Reserved, fill) publishes it
+  // without allocating; a reservation dropped unused gives the slot back.
+  class Reserved {
+   public:
+    Reserved(Reserved&& o) noexcept : table_(o.table_), index_(o.index_), serial_(o.serial_) {
+      o.table_ = nullptr;
+    }
+    Reserved(const Reserved&) = delete;
+    Reserved& operator=(const Reserved&) = delete;
+    Reserved& operator=(Reserved&&) = delete;
+    ~Reserved() {
+      if (table_ != nullptr) table_->give_back(index_);
+    }
+
+   private:
+    friend class SlotTable;
+    Reserved(SlotTable* t, uint32_t i, uint64_t serial) noexcept
+        : table_(t), index_(i), serial_(serial) {}
+    SlotTable* table_;
+    uint32_t index_;
+    uint64_t serial_;
+  };
+
+  // OUT_OF_MEMORY when 2^20 objects are live or the serials are spent, or
+  // when the slot's chunk cannot be allocated.
+  Reserved reserve() {
+    const uint64_t serial = handle_id::next_serial();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return Reserved(this, take_slot_locked(), serial);
+  }
+
   // A new live object: fill(T&) sets up a freshly constructed T, then the
   // slot is published under a new serial. Returns the handle value.
-  // OUT_OF_MEMORY when 2^20 objects are live or the serials are spent.
+  // OUT_OF_MEMORY as reserve(); what fill throws, with the slot given back.
   template <class Fill>
   uint64_t insert(Fill&& fill) {
-    const uint64_t serial = handle_id::next_serial();
-    uint32_t index;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      index = take_slot_locked();
-    }
-    Slot& s = slot_at(index);
-    try {
-      s.obj.~T();
-      new (&s.obj) T();
-      fill(s.obj);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      free_.push_back(index);
-      throw;
-    }
-    s.serial.store(serial, std::memory_order_release);
-    return handle_id::encode(index, serial);
+    return insert(reserve(), std::forward<Fill>(fill));
+  }
+
+  // The same in a reserved slot: allocates nothing, throws only what fill
+  // throws.
+  template <class Fill>
+  uint64_t insert(Reserved&& r, Fill&& fill) {
+    Reserved held(std::move(r));
+    Slot& s = slot_at(held.index_);
+    s.obj.~T();
+    new (&s.obj) T();
+    fill(s.obj);
+    held.table_ = nullptr;  // published: the slot is the object's
+    s.serial.store(held.serial_, std::memory_order_release);
+    return handle_id::encode(held.index_, held.serial_);
   }
 
   // The live object of a handle value, or nullptr. Lock-free, a few
@@ -95,14 +126,7 @@ class SlotTable {
     struct Recycle {
       SlotTable* t;
       uint32_t index;
-      ~Recycle() {
-        try {
-          std::lock_guard<std::mutex> lock(t->mutex_);
-          t->free_.push_back(index);
-        } catch (...) {
-          // No memory for the free list: the slot stays dead, unused.
-        }
-      }
+      ~Recycle() { t->give_back(index); }
     } recycle{this, handle_id::slot_of(v)};
     last(s->obj);
     return true;
@@ -199,6 +223,15 @@ class SlotTable {
     fail(METRALE_ERROR_OUT_OF_MEMORY, std::string("too many live ") + kind_ + "s (" +
                                           std::to_string(kMaxSlots) + "); destroy some first");
   }
+  void give_back(uint32_t index) noexcept {
+    try {
+      std::lock_guard<std::mutex> lock(mutex_);
+      free_.push_back(index);
+    } catch (...) {
+      // No memory for the free list: the slot stays dead, unused.
+    }
+  }
+
   uint32_t pop_free_locked() {
     uint32_t index = free_.front();
     free_.pop_front();

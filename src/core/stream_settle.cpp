@@ -17,7 +17,7 @@
 
 using metrale::Error;
 
-void metrale_context::settle_streams_before_scan() {
+size_t metrale_context::settle_streams_before_scan() {
   std::vector<EventHandle> marks;
   std::exception_ptr failed;
   {
@@ -61,9 +61,10 @@ void metrale_context::settle_streams_before_scan() {
       }
     }
   }
+  size_t waits = 0;
   for (EventHandle ev : marks) {
     if (failed != nullptr) break;
-    metrale::core::Counters::bump(counters_.stream_syncs);
+    ++waits;
     try {
       backend_->event_synchronize(ev);
     } catch (const Error&) {
@@ -74,7 +75,10 @@ void metrale_context::settle_streams_before_scan() {
     std::lock_guard<std::mutex> hold(stream_handles_mutex_);
     for (EventHandle ev : marks) settle_events_.push_back(ev);
   }
-  if (failed == nullptr) return;
+  if (failed == nullptr) return waits;
+  // A wait that failed (CONTEXT_LOST, DRIVER) counts, as a synchronous
+  // call's failed wait does (rule 1's exception); short of memory, none ran.
+  metrale::core::Counters::bump(counters_.stream_syncs, waits);
   try {
     std::rethrow_exception(failed);
   } catch (const Error& e) {

@@ -215,6 +215,9 @@ void metrale_context::note_capture_closed(StreamObj* st) noexcept {
 metrale_graph* metrale_context::graph_end_capture(metrale_stream* s) {
   fault_.check();
   StreamObj* st = stream_of(s);
+  // The graph's slot before the capture ends: short of memory, the call
+  // fails with the capture still open and what it recorded kept (rule 1).
+  auto slot = graphs_.reserve();
   metrale::backend::GraphHandle h = 0;
   try {
     h = device([&] { return backend_->capture_end(st->handle); });
@@ -223,14 +226,10 @@ metrale_graph* metrale_context::graph_end_capture(metrale_stream* s) {
     throw;
   }
   note_capture_closed(st);
-  uint64_t v = publish(
-      [&] {
-        return graphs_.insert([&](GraphObj& g) {
-          g.owner = this;
-          g.handle = h;
-        });
-      },
-      [&] { backend_->graph_destroy(h); });
+  const uint64_t v = graphs_.insert(std::move(slot), [&](GraphObj& g) {
+    g.owner = this;
+    g.handle = h;
+  });
   return handle_from<metrale_graph>(v);
 }
 

@@ -22,22 +22,30 @@ void HostBackend::capture_begin(StreamHandle s) {
 
 GraphHandle HostBackend::capture_end(StreamHandle s) {
   auto stream = usable_stream(s);
-  std::vector<StreamOp> recorded;
+  // The graph and its handle before the capture ends (what may run out of
+  // memory): a failure leaves the capture open with what it recorded.
+  auto graph = std::make_shared<HostGraph>();
+  const GraphHandle handle = graphs_.add(graph);
+  std::vector<StreamOp> dropped;
   {
     std::lock_guard<StreamLock> lock(stream->mutex);
-    if (!stream->capturing) {
-      fail(METRALE_ERROR_CAPTURE, "host backend: capture_end on a stream that is not capturing");
-    }
-    recorded.swap(stream->captured);
-    stream->capturing = false;
-    if (stream->capture_invalidated) {
+    if (!stream->capturing || stream->capture_invalidated) {
+      const bool invalidated = stream->capturing;
+      dropped.swap(stream->captured);
+      stream->capturing = false;
       stream->capture_invalidated = false;
+      graphs_.take(handle);
+      if (!invalidated) {
+        fail(METRALE_ERROR_CAPTURE, "host backend: capture_end on a stream that is not capturing");
+      }
       fail(METRALE_ERROR_CAPTURE,
            "host backend: the capture was invalidated by a stream synchronize made during it "
            "(as the driver's capture is); it recorded nothing");
     }
+    graph->ops.swap(stream->captured);
+    stream->capturing = false;
   }
-  return graphs_.add(std::make_shared<HostGraph>(std::move(recorded)));
+  return handle;
 }
 
 // Allowed on a lost context: it only drops recorded work.

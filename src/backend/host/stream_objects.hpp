@@ -115,13 +115,12 @@ struct HostEvent {
 
 // An instantiated capture: the recorded ops, replayed in order.
 struct HostGraph {
-  explicit HostGraph(std::vector<StreamOp> recorded) : ops(std::move(recorded)) {}
-
   void replay() const {
     for (const StreamOp& op : ops) op();
   }
 
-  const std::vector<StreamOp> ops;
+  // Filled once, by capture_end, before its handle is returned.
+  std::vector<StreamOp> ops;
 };
 
 }  // namespace metrale::backend::host
