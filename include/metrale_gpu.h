@@ -1701,7 +1701,14 @@ metrale_status_t metrale_event_elapsed_ms(metrale_context_t* ctx, metrale_event_
  *  CAPTURE when it is already capturing. Not thread-safe per stream. */
 metrale_status_t metrale_graph_begin_capture(metrale_context_t* ctx, metrale_stream_t* stream);
 /** Ends the capture and instantiates the graph; the caller owns *graph.
- *  CAPTURE when the stream was not capturing or the capture was invalidated. */
+ *  CAPTURE when the stream was not capturing or the capture was invalidated.
+ *  OUT_OF_MEMORY for the library's own host memory comes before the capture
+ *  ends: the stream is still capturing, with what it recorded (rule 1); the
+ *  driver's own failures (cuStreamEndCapture, cuGraphInstantiateWithFlags,
+ *  DRIVER or OUT_OF_MEMORY) come after it ended, the capture dropped. Frees
+ *  that waited for this capture (rule 9) go back to the pool here; one that
+ *  finds no host memory for it is kept and tried again at the next capture
+ *  end or metrale_pool_trim (a warning says so). Not thread-safe per stream. */
 metrale_status_t metrale_graph_end_capture(metrale_context_t* ctx, metrale_stream_t* stream,
                                            metrale_graph_t** graph);
 /** Ends an active capture and drops what it recorded; OK when none is

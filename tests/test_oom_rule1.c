@@ -12,9 +12,8 @@
  *
  * Known violations left open are marked on their case (open_modes: not
  * swept in that mode; lax: a figure a failed call may still move):
- * pool_trim (bins flushed, pinned cache emptied and, with red
- * zones, freed pads checked before a failure), redzone_scan (its waits
- * counted in stream_syncs before a failure). */
+ * pool_trim (bins flushed, pinned cache emptied and, with red zones,
+ * freed pads checked before a failure). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -569,19 +568,6 @@ static void ok_end_capture_free(fx_t* f, const snap_t* b) {
              (unsigned long long)b->pool.in_use_bytes);
 }
 
-/* Fifteen graphs made and destroyed first: the slot reserved is the last
- * of the table's first chunk, so a second slot taken after the capture
- * ended would need a new chunk (an allocation the sweep fails). */
-static void prep_capture_slots(fx_t* f) {
-  for (int i = 0; i < 15; ++i) {
-    metrale_graph_t* g = NULL;
-    MT_OK(metrale_graph_begin_capture(f->ctx, f->s));
-    MT_OK(metrale_graph_end_capture(f->ctx, f->s, &g));
-    MT_OK(metrale_graph_destroy(f->ctx, g));
-  }
-  prep_capture(f);
-}
-
 static const oom_case_t c_begin_capture = {"graph_begin_capture", FX_BUFS | FX_STREAM, NULL,
                                            act_begin_capture, ok_begin_capture, NULL, 0, 0};
 /* The graph's slots (the context's and the host backend's) are taken
@@ -589,10 +575,6 @@ static const oom_case_t c_begin_capture = {"graph_begin_capture", FX_BUFS | FX_S
 static const oom_case_t c_end_capture = {"graph_end_capture", FX_BUFS | FX_STREAM, prep_capture,
                                          act_end_capture, ok_end_capture, failed_end_capture,
                                          0, 0};
-static const oom_case_t c_end_capture_slots = {"graph_end_capture, a chunk's last slot",
-                                               FX_BUFS | FX_STREAM, prep_capture_slots,
-                                               act_end_capture, ok_end_capture,
-                                               failed_end_capture, 0, 0};
 /* The released free takes no list of its own (a failure there, after the
  * capture ended, was std::terminate in a noexcept function). */
 static const oom_case_t c_end_capture_free = {"graph_end_capture, a free waiting",
@@ -727,7 +709,7 @@ int main(void) {
       SWEEP(c_d2h),           SWEEP(c_d2h_async),      SWEEP(c_d2d),
       SWEEP(c_d2d_async),     SWEEP(c_memset),         SWEEP(c_memset_async),
       SWEEP(c_kernel_get),    SWEEP(c_launch),         SWEEP(c_begin_capture),
-      SWEEP(c_end_capture),   SWEEP(c_end_capture_slots), SWEEP(c_end_capture_free), SWEEP(c_graph_launch),   SWEEP(c_alloc_pinned_first),
+      SWEEP(c_end_capture),   SWEEP(c_end_capture_free), SWEEP(c_graph_launch),   SWEEP(c_alloc_pinned_first),
       SWEEP(c_alloc_pinned),  SWEEP(c_free_pinned),    SWEEP(c_trim),
       SWEEP(c_scan),
   };

@@ -367,7 +367,7 @@ void CachingPool::free_locked(Block* b, StreamId stream, PatternRange pattern) {
     // here; written out so that a mistake above shows as a block cached on
     // the wrong stream rather than as a missing event).
     // Whatever the owner wrote: only a checked range (the caller's word) stays.
-    b->pattern = pattern;
+    b->pattern = pattern;  // on its own stream
     if (b->owners != nullptr) b->owners->count = 0;
     StreamState& owner = state_for(stream);
     release_counts(b);
