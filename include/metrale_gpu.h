@@ -126,7 +126,10 @@
  *    allocation that fails with OUT_OF_MEMORY has given the pool's cached
  *    chunks back to the driver before its retry (rule 9): reserved_bytes,
  *    cached_bytes and chunk_frees (metrale_pool_stats) show it, and the
- *    message says how many bytes it released.
+ *    message says how many bytes it released; likewise a metrale_pool_trim
+ *    that fails with OUT_OF_MEMORY may have done part of its releasing
+ *    (chunks given back, the pinned cache emptied, freed pads checked and
+ *    their blocks cached), and nothing else.
  *
  * 2. Handle lifetime.
  *    Every handle (context, stream, event, graph, kernel) is a value made
@@ -961,6 +964,11 @@ metrale_status_t metrale_pool_stats(metrale_context_t* ctx, metrale_pool_stats_t
  *  given back, both kinds. With the pool off only the pinned cache is
  *  freed. Quarantined blocks stay quarantined. Freed padded blocks waiting
  *  for their red-zone check are checked first (see "Freed pads"). CONTEXT_LOST, DRIVER.
+ *  OUT_OF_MEMORY (host memory for its bookkeeping, or a checked block that
+ *  found none to go back to the pool: it waits for the next check, its
+ *  chunk kept) after releasing part of what it would have (rule 1's
+ *  exception); a trim with memory then finishes the job. Frees a capture's
+ *  end could not release for want of memory are tried again here first.
  *  Thread-safe. */
 metrale_status_t metrale_pool_trim(metrale_context_t* ctx, size_t keep_bytes, size_t* released);
 

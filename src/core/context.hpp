@@ -810,6 +810,9 @@ struct metrale_context {
     size_t ranges = 0;  // ranges the pass read (a pad's result: PendingPad::result)
   };
   std::vector<OrderedCheck> ordered_checks_;  // under verify_mutex_
+  // Checked blocks that could not go back to the pool (release_all_intact,
+  // short of memory) and wait on the list again: a trim that saw one fails.
+  std::atomic<uint64_t> release_failures_{0};
   std::atomic<size_t> ordered_checks_open_{0};
   // METRALE_REDZONE_VERIFY_ORDERED=0, or a batch of one, turns the
   // stream-ordered check off: every pass waits for its streams.

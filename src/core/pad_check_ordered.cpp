@@ -114,6 +114,9 @@ bool metrale_context::start_ordered_check(StreamHandle h, std::vector<PendingPad
   }
   ranges.resize(k);
   check.ranges = ranges.size();
+  // Its place in the list before the pass is queued: a pass queued and
+  // then dropped for want of memory would hold its backend slot for good.
+  ordered_checks_.reserve(ordered_checks_.size() + 1);
   try {
     check.ticket = device([&] {
       return backend_->pad_check_async(ranges.data(), ranges.size(), METRALE_REDZONE_PATTERN, h);

@@ -36,9 +36,20 @@ void metrale_context::release_all_intact(const std::vector<PendingPad>& ready) n
     try {
       pool_->free_held(b, p.stream != 0 ? p.stream : b->stream, checked);
     } catch (...) {
-      // An event record for a record_stream use failed: the block stays
-      // handed out (the pool's rule), lost to reuse but never handed out twice.
+      // No memory for the freeing stream's state or its event, or an event
+      // record failed: the block stays handed out (the pool's rule) and
+      // waits on the list for the next pass, which frees it then; lost to
+      // reuse (never handed out twice) only when the list has no room.
       chunk_source_->block_handed_out(p.ptr, p.entry.bytes + p.entry.pad);
+      release_failures_.fetch_add(1, std::memory_order_relaxed);
+      try {
+        pad_verify_.emplace_held(p);  // its mutex is the pool's, held
+        pad_verify_.commit_held();
+      } catch (...) {
+        metrale::core::log().warn("a freed block ({}) could not go back to the pool after its "
+                                  "red-zone check, and stays unusable",
+                                  metrale::core::hex(p.ptr));
+      }
     }
   }
 }

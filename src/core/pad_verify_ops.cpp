@@ -143,7 +143,16 @@ bool metrale_context::mark_verify_pass(bool on) noexcept {
 void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   std::vector<PendingPad> batch = pad_verify_.take_all();
   if (batch.empty()) return;
-  start_ordered_checks(&batch);
+  // From here on a failure (a lost device, or no host memory for the
+  // pass's lists) sends the blocks it still holds back to the pool
+  // unchecked: never lost to it (verify_freed_pads warns).
+  try {
+    // On its own failure it has released the blocks it took out of batch.
+    start_ordered_checks(&batch);
+  } catch (...) {
+    for (const PendingPad& p : batch) release_checked(p, PatternRange{});  // what it left
+    throw;
+  }
   if (batch.empty()) {
     pad_verify_.recycle(std::move(batch));
     return;
@@ -156,16 +165,6 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   std::vector<size_t>& first = verify_scratch_.first;
   waits.clear();
   first.clear();
-  {
-    std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const Block* b = batch[i].entry.block;
-      first.push_back(waits.size());
-      waits.push_back(batch[i].stream != 0 ? batch[i].stream : b->stream);
-      for (StreamHandle u : b->uses) waits.push_back(u);
-    }
-    first.push_back(waits.size());
-  }
   // Each stream waited for once per pass; one that captures cannot be, and
   // its blocks wait for a later pass.
   std::vector<StreamHandle> done, refused;
@@ -196,6 +195,16 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   };
   std::vector<PendingPad> later;
   try {
+    {
+      std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
+      for (size_t i = 0; i < batch.size(); ++i) {
+        const Block* b = batch[i].entry.block;
+        first.push_back(waits.size());
+        waits.push_back(batch[i].stream != 0 ? batch[i].stream : b->stream);
+        for (StreamHandle u : b->uses) waits.push_back(u);
+      }
+      first.push_back(waits.size());
+    }
     for (size_t i = 0; i < batch.size(); ++i) {
       bool ok = true;
       for (size_t k = first[i]; k < first[i + 1]; ++k) ok = settle(waits[k]) && ok;
@@ -209,7 +218,12 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   // The batch itself becomes the list of blocks ready for the pass.
   std::vector<PendingPad> ready = std::move(batch);
   if (!later.empty()) {
-    pad_verify_.put_back(later);
+    try {
+      pad_verify_.put_back(later);  // all or none
+    } catch (...) {
+      for (const PendingPad& p : ready) release_checked(p, PatternRange{});
+      throw;
+    }
     size_t k = 0;
     for (size_t i = 0; i < ready.size(); ++i) {
       bool deferred = false;
@@ -228,15 +242,15 @@ void metrale_context::run_verify_pass(std::vector<FreedPadReport>* reports) {
   std::vector<uint32_t>& bad = verify_scratch_.bad;
   ranges.clear();
   at.clear();
-  for (const PendingPad& p : ready) {
-    at.push_back(ranges.size());
-    const size_t pad_end = p.check_from + p.entry.pad;
-    ranges.push_back(Range{p.ptr + p.check_from, p.entry.pad});
-    if (p.check_to > pad_end) ranges.push_back(Range{p.ptr + pad_end, p.check_to - pad_end});
-  }
-  at.push_back(ranges.size());
-  bad.assign(ranges.size(), 0);
   try {
+    for (const PendingPad& p : ready) {
+      at.push_back(ranges.size());
+      const size_t pad_end = p.check_from + p.entry.pad;
+      ranges.push_back(Range{p.ptr + p.check_from, p.entry.pad});
+      if (p.check_to > pad_end) ranges.push_back(Range{p.ptr + pad_end, p.check_to - pad_end});
+    }
+    at.push_back(ranges.size());
+    bad.assign(ranges.size(), 0);
     device([&] {
       backend_->pattern_count(ranges.data(), ranges.size(), METRALE_REDZONE_PATTERN, bad.data());
     });

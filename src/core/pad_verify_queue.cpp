@@ -48,6 +48,7 @@ void PadVerifyQueue::recycle(std::vector<PendingPad>&& done) {
 
 void PadVerifyQueue::put_back(const std::vector<PendingPad>& back) {
   std::lock_guard<FastMutex> lock(mutex_);
+  held_.reserve(held_.size() + back.size());  // then no push below can throw
   for (const PendingPad& p : back) {
     held_.push_back(p);
     bytes_ += p.held_bytes;

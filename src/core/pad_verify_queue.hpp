@@ -89,7 +89,7 @@ class PadVerifyQueue {
   std::vector<PendingPad> take_all();
   void recycle(std::vector<PendingPad>&& done);
   // Puts back blocks a pass could not check now (their stream captures, or
-  // this thread runs its work).
+  // this thread runs its work). All or none: short of memory, none is put.
   void put_back(const std::vector<PendingPad>& back);
   // Blocks freed on stream `gone` are ordered on `heir` from now on: `gone`
   // is being destroyed (after its work finished) and its value may come back.

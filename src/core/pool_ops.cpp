@@ -68,7 +68,15 @@ size_t metrale_context::pool_trim(size_t keep_bytes) {
   // Blocks waiting for their red-zone check first (those reused unchecked
   // too): checked, they are cached.
   flush_unchecked_pads();
+  const uint64_t failures = release_failures_.load(std::memory_order_relaxed);
   if (pad_verify_.count() != 0) verify_freed_pads(true);
+  if (release_failures_.load(std::memory_order_relaxed) != failures) {
+    // Their chunks cannot be given back now (rule 1's exception: what was
+    // released so far stays released).
+    fail(METRALE_ERROR_OUT_OF_MEMORY,
+         "pool trim: out of host memory returning checked freed blocks to the pool; they wait "
+         "for the next red-zone check, and their chunks stay reserved");
+  }
   size_t released = pinned_pool_trim(0);
   if (pool_) released += device([&] { return pool_->trim(keep_bytes); });
   return released;

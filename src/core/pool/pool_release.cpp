@@ -36,6 +36,11 @@ size_t CachingPool::release_cached(size_t keep_bytes) {
   size_t released = 0;
   for (Chunk* c : whole) {
     if (st_.reserved - st_.in_use <= keep_bytes) break;
+    // Room for its blocks among the spares first: once the driver has the
+    // chunk back nothing may fail, or a later trim would free it twice.
+    size_t blocks = 0;
+    for (Block* b = c->first; b != nullptr; b = b->next) ++blocks;
+    spare_blocks_.reserve(spare_blocks_.size() + blocks);  // throws: nothing done
     src_.chunk_free(c->base, c->size);  // throws: the chunk stays, intact
     for (Block* b = c->first; b != nullptr;) {
       Block* next = b->next;
