@@ -17,40 +17,49 @@ void metrale_context::release_all_intact(const std::vector<PendingPad>& ready) n
   if (chunk_source_->annotating()) {
     for (const PendingPad& p : ready) chunk_source_->block_returned(p.ptr);
   }
-  std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
-  // Used on its own stream only and freed there (the common case): into
-  // its bins, a run of one size at once, as free_held would, with no event
-  // to record. The pool stops at any other block, which goes on its own.
-  const auto own = [&](size_t i) {
-    const PendingPad& p = ready[i];
-    Block* b = p.entry.block;
-    return metrale::core::pool::CachingPool::OwnFree{
-        b, p.stream != 0 ? p.stream : b->stream, PatternRange{p.check_from, p.check_to}};
-  };
-  for (size_t i = 0; i < ready.size(); ++i) {
-    i = pool_->free_own_run_held(i, ready.size(), own);
-    if (i == ready.size()) break;
-    const PendingPad& p = ready[i];
-    Block* b = p.entry.block;
-    const PatternRange checked{p.check_from, p.check_to};
-    try {
-      pool_->free_held(b, p.stream != 0 ? p.stream : b->stream, checked);
-    } catch (...) {
-      // No memory for the freeing stream's state or its event, or an event
-      // record failed: the block stays handed out (the pool's rule) and
-      // waits on the list for the next pass, which frees it then; lost to
-      // reuse (never handed out twice) only when the list has no room.
-      chunk_source_->block_handed_out(p.ptr, p.entry.bytes + p.entry.pad);
-      release_failures_.fetch_add(1, std::memory_order_relaxed);
+  DevPtr lost = 0;  // one a warning names, after the lock (a log callback may call in)
+  size_t lost_count = 0;
+  {
+    std::lock_guard<metrale::core::FastMutex> lock(pool_->lock());
+    // Used on its own stream only and freed there (the common case): into
+    // its bins, a run of one size at once, as free_held would, with no event
+    // to record. The pool stops at any other block, which goes on its own.
+    const auto own = [&](size_t i) {
+      const PendingPad& p = ready[i];
+      Block* b = p.entry.block;
+      return metrale::core::pool::CachingPool::OwnFree{
+          b, p.stream != 0 ? p.stream : b->stream, PatternRange{p.check_from, p.check_to}};
+    };
+    for (size_t i = 0; i < ready.size(); ++i) {
+      i = pool_->free_own_run_held(i, ready.size(), own);
+      if (i == ready.size()) break;
+      const PendingPad& p = ready[i];
+      Block* b = p.entry.block;
+      const PatternRange checked{p.check_from, p.check_to};
       try {
-        pad_verify_.emplace_held(p);  // its mutex is the pool's, held
-        pad_verify_.commit_held();
+        pool_->free_held(b, p.stream != 0 ? p.stream : b->stream, checked);
       } catch (...) {
-        metrale::core::log().warn("a freed block ({}) could not go back to the pool after its "
-                                  "red-zone check, and stays unusable",
-                                  metrale::core::hex(p.ptr));
+        // No memory for the freeing stream's state or its event, or an
+        // event record failed: the block stays handed out (the pool's
+        // rule) and waits on the list for the next pass, which frees it
+        // then; lost to reuse (never handed out twice) only when the list
+        // has no room.
+        chunk_source_->block_handed_out(p.ptr, p.entry.bytes + p.entry.pad);
+        release_failures_.fetch_add(1, std::memory_order_relaxed);
+        try {
+          pad_verify_.emplace_held(p);  // its mutex is the pool's, held
+          pad_verify_.commit_held();
+        } catch (...) {
+          if (lost_count++ == 0) lost = p.ptr;
+        }
       }
     }
+  }
+  if (lost_count != 0) {
+    metrale::core::log().warn("{} freed block(s), the first at {}, could not go back to the pool "
+                              "after their red-zone check (out of host memory) and stay unusable "
+                              "until the context is destroyed",
+                              lost_count, metrale::core::hex(lost));
   }
 }
 

@@ -75,7 +75,8 @@ size_t metrale_context::pool_trim(size_t keep_bytes) {
     // released so far stays released).
     fail(METRALE_ERROR_OUT_OF_MEMORY,
          "pool trim: out of host memory returning checked freed blocks to the pool; they wait "
-         "for the next red-zone check, and their chunks stay reserved");
+         "for the next red-zone check and their chunks stay reserved: free host memory and "
+         "call metrale_pool_trim again");
   }
   size_t released = pinned_pool_trim(0);
   if (pool_) released += device([&] { return pool_->trim(keep_bytes); });
